@@ -1,0 +1,1 @@
+"""The broker: partition logs on disk, produce/fetch over gRPC."""

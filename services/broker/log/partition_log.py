@@ -1,0 +1,457 @@
+"""A partition's log: an ordered list of segments with offsets, retention and recovery.
+
+Files only: appends assign offsets by rewriting the 16 bytes outside the CRC
+(baseOffset, batchLength unchanged, partitionLeaderEpoch) and write the rest of
+each batch as it came, with ``os.writev`` and no copy. Records are decoded
+only for timestamp lookups. No networking, no asyncio, no replication logic.
+
+Checkpoint files in the partition directory:
+    recovery-point      offset below which every segment was fsynced
+    log-start-offset    first offset still readable (after retention)
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.broker.log.segment import LogSegment
+from shared.config import LogConfig
+from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from shared.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_batch,
+    decode_batch,
+    set_base_offset,
+    set_log_append_time,
+)
+
+_HEAD16 = struct.Struct(">qii")
+_HEAD12 = struct.Struct(">qi")
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+RECOVERY_POINT_FILE = "recovery-point"
+LOG_START_FILE = "log-start-offset"
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    record_count: int
+    size: int
+    log_start_offset: int
+    batches: tuple[BatchHeader, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    records: bytes
+    log_start_offset: int
+    log_end_offset: int
+
+
+def _write_checkpoint(directory: str, name: str, value: int) -> None:
+    path = os.path.join(directory, name)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{value}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_checkpoint(directory: str, name: str) -> int | None:
+    try:
+        with open(os.path.join(directory, name)) as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def validate_batches(
+    records: bytes | bytearray | memoryview, max_message_bytes: int, *, from_producer: bool
+) -> list[tuple[int, BatchHeader]]:
+    """Check every batch of a produce/replication payload before anything is written.
+
+    The payload must be one or more whole, valid v2 batches and nothing else.
+    Raises ``CorruptRecordError`` or ``RecordTooLargeError`` for the whole payload.
+    """
+    n = len(records)
+    if n == 0:
+        raise CorruptRecordError("empty record set")
+    out: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch")
+        header = check_batch(records, pos)
+        if header.size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {header.size} bytes exceeds max.message.bytes={max_message_bytes}"
+            )
+        if from_producer and header.records_count != header.last_offset_delta + 1:
+            raise CorruptRecordError(
+                f"batch has {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
+            )
+        if from_producer and header.records_count == 0:
+            raise CorruptRecordError("batch without records")
+        out.append((pos, header))
+        pos += header.size
+    return out
+
+
+class PartitionLog:
+    """The segments of one partition in ``directory``.
+
+    Not thread-safe: one owner (the broker's partition) serialises calls.
+    """
+
+    def __init__(self, directory: str, config: LogConfig | None = None, clock: Clock = wall_clock_ms) -> None:
+        self.directory = directory
+        self.config = config or LogConfig()
+        self.clock = clock
+        os.makedirs(directory, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self.recovered_bytes = 0
+        self._load()
+
+    # -- opening ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        for name in os.listdir(self.directory):
+            if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
+                os.unlink(os.path.join(self.directory, name))
+        bases = sorted(
+            int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log") and name[:-4].isdigit()
+        )
+        recovery_point = _read_checkpoint(self.directory, RECOVERY_POINT_FILE) or 0
+        now = self.clock()
+        truncated_at: int | None = None
+        for i, base in enumerate(bases):
+            seg = LogSegment(self.directory, base, self.config.index_interval_bytes, now)
+            if truncated_at is not None:
+                seg.delete()  # everything after a truncation point is unreachable
+                continue
+            removed = seg.load()
+            if seg.next_offset > recovery_point or removed:
+                removed += seg.recover() if not removed else 0
+            self.recovered_bytes += removed
+            if removed and i + 1 < len(bases):
+                truncated_at = seg.next_offset
+            self.segments.append(seg)
+        if not self.segments:
+            start = _read_checkpoint(self.directory, LOG_START_FILE) or 0
+            self.segments.append(LogSegment(self.directory, start, self.config.index_interval_bytes, now))
+        self._bases = [s.base_offset for s in self.segments]
+        start = _read_checkpoint(self.directory, LOG_START_FILE)
+        self.log_start_offset = max(start or 0, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+
+    # -- properties ----------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- appending -------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
+        """Validate, assign offsets from the log end and append. All or nothing."""
+        view = memoryview(records)
+        batches = validate_batches(view, self.config.max_message_bytes, from_producer=True)
+        offset = self.log_end_offset
+        first = offset
+        parts: list[bytes | memoryview] = []
+        index_info: list[tuple[int, int, int, int]] = []
+        rel = 0
+        now = self.clock()
+        append_time = now if self.config.log_append_time else -1
+        max_ts = -1
+        count = 0
+        for pos, h in batches:
+            last = offset + h.last_offset_delta
+            if append_time >= 0:
+                buf = bytearray(view[pos : pos + h.size])
+                set_log_append_time(buf, 0, append_time)
+                set_base_offset(buf, 0, offset, leader_epoch)
+                parts.append(buf)
+                bmax = append_time
+            else:
+                parts.append(_HEAD16.pack(offset, h.batch_length, leader_epoch))
+                parts.append(view[pos + 16 : pos + h.size])
+                bmax = h.max_timestamp
+            index_info.append((rel, offset, last, bmax))
+            rel += h.size
+            if bmax > max_ts:
+                max_ts = bmax
+            count += h.records_count
+            offset = last + 1
+        self._write(parts, index_info, rel, first, offset - 1, now)
+        self._unflushed_messages += count
+        self._maybe_flush(now)
+        return AppendInfo(first, offset - 1, max_ts, append_time, count, rel, self.log_start_offset,
+                          tuple(h for _, h in batches))
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader at the leader's offsets."""
+        view = memoryview(records)
+        batches = validate_batches(view, max(self.config.max_message_bytes, 2**31 - 1), from_producer=False)
+        expected = self.log_end_offset
+        index_info: list[tuple[int, int, int, int]] = []
+        max_ts = -1
+        count = 0
+        for pos, h in batches:
+            if h.base_offset < expected:
+                raise CorruptRecordError(
+                    f"replicated batch at offset {h.base_offset} is below the log end offset {expected}"
+                )
+            index_info.append((pos, h.base_offset, h.last_offset, h.max_timestamp))
+            max_ts = max(max_ts, h.max_timestamp)
+            count += h.records_count
+            expected = h.next_offset
+        first = batches[0][1].base_offset
+        now = self.clock()
+        self._write([view], index_info, len(view), first, expected - 1, now)
+        self._unflushed_messages += count
+        self._maybe_flush(now)
+        return AppendInfo(first, expected - 1, max_ts, -1, count, len(view), self.log_start_offset,
+                          tuple(h for _, h in batches))
+
+    def _write(
+        self,
+        parts: list[bytes | memoryview],
+        index_info: list[tuple[int, int, int, int]],
+        size: int,
+        first_offset: int,
+        last_offset: int,
+        now: int,
+    ) -> None:
+        seg = self.active
+        if seg.size > 0 and (
+            seg.size + size > self.config.segment_bytes
+            or now - seg.created_ms >= self.config.segment_ms
+            or last_offset - seg.base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            seg = self.roll(first_offset)
+        elif seg.size == 0 and seg.base_offset != first_offset:
+            # an empty active segment whose name does not match the first offset
+            seg.delete()
+            self.segments.pop()
+            self._bases.pop()
+            seg = self._new_segment(first_offset)
+        try:
+            seg.append(parts, index_info)
+        except OSError as exc:
+            raise StorageError(f"append to {seg.log_path} failed: {exc}") from exc
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.clock())
+        self.segments.append(seg)
+        self._bases.append(base_offset)
+        return seg
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment; the old one is flushed and the recovery point moves past it."""
+        old = self.active
+        base = self.log_end_offset if base_offset is None else base_offset
+        if old.size == 0:
+            return old
+        old.flush()
+        self.recovery_point = old.next_offset
+        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        return self._new_segment(base)
+
+    # -- flushing ---------------------------------------------------------------------
+
+    def _maybe_flush(self, now: int) -> None:
+        if self._unflushed_messages >= self.config.flush_messages or (
+            self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+
+    def maybe_flush(self) -> None:
+        """Called periodically by the owner so ``flush.ms`` holds without new appends."""
+        self._maybe_flush(self.clock())
+
+    def flush(self) -> None:
+        """fsync every segment holding data past the recovery point, then advance it."""
+        for seg in self.segments:
+            if seg.next_offset > self.recovery_point:
+                seg.flush()
+        self.recovery_point = self.log_end_offset
+        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, *, min_one_batch: bool = True
+    ) -> FetchResult:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+
+        Batches whose last offset is at or beyond ``max_offset`` (the high
+        watermark, for consumers) are not returned. With ``min_one_batch``, the
+        first batch is returned even when it is larger than ``max_bytes``.
+        """
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] in {self.directory}"
+            )
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if offset >= limit:
+            return FetchResult(b"", self.log_start_offset, leo)
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            bp = seg.find_batch(offset)
+            if bp is None:
+                i += 1
+                continue
+            if bp.header.last_offset >= limit:
+                return FetchResult(b"", self.log_start_offset, leo)
+            want = max(max_bytes, bp.header.size if min_one_batch else 0)
+            data = seg.read_at(bp.position, want)
+            return FetchResult(self._cut(data, limit), self.log_start_offset, leo)
+        return FetchResult(b"", self.log_start_offset, leo)
+
+    @staticmethod
+    def _cut(data: bytes, limit: int) -> bytes:
+        """Keep the whole batches of ``data`` whose last offset is below ``limit``."""
+        pos = 0
+        n = len(data)
+        while n - pos >= HEADER_SIZE:
+            base, length = _HEAD12.unpack_from(data, pos)
+            size = length + LOG_OVERHEAD
+            if pos + size > n:
+                break
+            (delta,) = struct.unpack_from(">i", data, pos + 23)
+            if base + delta >= limit:
+                break
+            pos += size
+        return data if pos == n else data[:pos]
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            bp = seg.find_timestamp(timestamp)
+            if bp is None:
+                continue
+            data = seg.read_at(bp.position, bp.header.size)
+            _, records = decode_batch(data)
+            for r in records:
+                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                    return r.offset, r.timestamp
+        return None
+
+    # -- retention and truncation ----------------------------------------------------------
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete old segments by ``retention.ms`` and ``retention.bytes``; return how many."""
+        now = self.clock() if now is None else now
+        cfg = self.config
+        doomed = 0
+        candidates = self.segments[:-1]  # never the active segment
+        if cfg.retention_ms >= 0:
+            for seg in candidates:
+                if seg.max_timestamp >= 0 and now - seg.max_timestamp > cfg.retention_ms:
+                    doomed += 1
+                else:
+                    break
+        if cfg.retention_bytes >= 0:
+            excess = self.size - cfg.retention_bytes
+            k = 0
+            for seg in candidates:
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    k += 1
+                else:
+                    break
+            doomed = max(doomed, k)
+        if doomed:
+            self._delete_first(doomed)
+        return doomed
+
+    def _delete_first(self, count: int) -> None:
+        new_start = self.segments[count].base_offset
+        self.log_start_offset = max(self.log_start_offset, new_start)
+        _write_checkpoint(self.directory, LOG_START_FILE, self.log_start_offset)
+        for seg in self.segments[:count]:
+            seg.delete()
+        del self.segments[:count]
+        del self._bases[:count]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and after ``offset`` (follower divergence, unclean election)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.active.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments = []
+        self._bases = []
+        self._new_segment(offset)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        _write_checkpoint(self.directory, LOG_START_FILE, offset)
+        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, offset)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close: the next open trusts everything (recovery point = log end)."""
+        self.flush()
+        _write_checkpoint(self.directory, LOG_START_FILE, self.log_start_offset)
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        for seg in self.segments:
+            seg.delete()
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)

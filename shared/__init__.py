@@ -1,0 +1,1 @@
+"""Code shared by every Tidelog service: codec, protos, metadata layout, client, CLI."""

@@ -1,0 +1,1 @@
+"""The ``tidelog`` command line (click): cluster launcher, admin, produce/consume, tools, benchmarks."""

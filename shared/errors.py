@@ -1,0 +1,150 @@
+"""Kafka error codes and the exception hierarchy every service and client shares.
+
+This module is the one owner of the mapping between Python exceptions and the
+error codes that travel inside gRPC responses (Kafka's numbers and names).
+It must not import gRPC, etcd or anything service-specific.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    """Kafka's protocol error codes (same numbers as Apache Kafka)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_CONFIG = 40
+    REBALANCE_IN_PROGRESS = 27
+    UNKNOWN_MEMBER_ID = 25
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNKNOWN_TOPIC_ID = 100
+    FENCED_INSTANCE_ID = 82
+    UNKNOWN_PRODUCER_ID = 59
+    KAFKA_STORAGE_ERROR = 56
+    OFFSET_NOT_AVAILABLE = 78
+
+
+#: Codes a client may retry after refreshing metadata or backing off.
+RETRIABLE = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,  # Kafka marks it retriable: a resend may arrive intact
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+    }
+)
+
+
+class TidelogError(Exception):
+    """Base of every error that maps to a Kafka error code."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", *, code: ErrorCode | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.code = code
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE
+
+    def __str__(self) -> str:
+        return f"{self.code.name}: {super().__str__()}"
+
+
+class CorruptRecordError(TidelogError):
+    """A batch or record failed validation (bad length, magic, CRC, varint...)."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(TidelogError):
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRangeError(TidelogError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class UnknownTopicOrPartitionError(TidelogError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class NotLeaderOrFollowerError(TidelogError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class InvalidConfigError(TidelogError):
+    code = ErrorCode.INVALID_CONFIG
+
+
+class InvalidTopicError(TidelogError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidTimestampError(TidelogError):
+    code = ErrorCode.INVALID_TIMESTAMP
+
+
+class StorageError(TidelogError):
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def error_for(code: int, message: str = "") -> TidelogError:
+    """The exception a client raises for a non-zero error code from the wire."""
+    try:
+        ec = ErrorCode(code)
+    except ValueError:
+        ec = ErrorCode.UNKNOWN_SERVER_ERROR
+    for cls in TidelogError.__subclasses__():
+        if cls.code == ec:
+            return cls(message or ec.name)
+    return TidelogError(message or ec.name, code=ec)

@@ -1,0 +1,62 @@
+"""Zig-zag varints as Kafka's record format uses them (Protobuf's encoding).
+
+Pure functions over bytes. ``ZIGZAG`` is a precomputed table of the encodings
+of 0..65535 so that hot paths encode small non-negative numbers with one list
+index instead of a loop.
+"""
+
+from __future__ import annotations
+
+from shared.errors import CorruptRecordError
+
+
+def encode_zigzag(value: int) -> bytes:
+    """Encode a signed 64-bit integer as a zig-zag varint."""
+    v = (value << 1) ^ (value >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _build_table(n: int) -> list[bytes]:
+    return [encode_zigzag(i) for i in range(n)]
+
+
+#: ``ZIGZAG[i]`` is the zig-zag varint of the non-negative integer ``i`` (< 65536).
+ZIGZAG: list[bytes] = _build_table(65536)
+#: The zig-zag varint of -1 (null key / value length).
+MINUS_ONE: bytes = encode_zigzag(-1)
+
+
+def zz(value: int) -> bytes:
+    """Zig-zag varint of any integer, using the table when it can."""
+    if 0 <= value < 65536:
+        return ZIGZAG[value]
+    return encode_zigzag(value)
+
+
+def decode_zigzag(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``pos``; return ``(value, new_pos)``.
+
+    Raises ``CorruptRecordError`` when the varint runs past the buffer or is
+    longer than 10 bytes.
+    """
+    result = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varint runs past the end of the buffer")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes")
+    return (result >> 1) ^ -(result & 1), pos
