@@ -6,6 +6,7 @@ import json
 
 import click
 
+from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.runtime import tune_allocator
 
@@ -45,6 +46,9 @@ def bench_log(records: int, record_size: int, batch_records: int, directory: str
 
 
 cli.add_command(dump_log)
+cli.add_command(up)
+cli.add_command(down)
+cli.add_command(status)
 
 
 def main() -> None:

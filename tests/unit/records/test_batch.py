@@ -207,7 +207,7 @@ def test_records_that_disagree_with_their_count_are_corrupt() -> None:
 @given(st.binary(max_size=400))
 def test_random_bytes_only_ever_raise_corrupt_record_error(data: bytes) -> None:
     try:
-        for pos, header in iter_batches(data):
+        for pos, _header in iter_batches(data):
             decode_batch(data, pos)
     except CorruptRecordError:
         pass

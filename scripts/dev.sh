@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The two entry points of the README:
+#   bash scripts/dev.sh up [tidelog up flags]   install what is missing, start the local cluster
+#   bash scripts/dev.sh test [pytest args]      install what is missing, run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  up)
+    bash scripts/setup.sh
+    exec "$PY" -m shared.cli.main up "$@"
+    ;;
+  test)
+    bash scripts/setup.sh
+    "$PY" -m ruff check .
+    exec "$PY" -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash scripts/dev.sh up|test [args...]" >&2
+    exit 2
+    ;;
+esac

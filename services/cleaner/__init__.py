@@ -1,0 +1,1 @@
+"""Cleaner worker: stateless log compaction (registration only so far)."""

@@ -1,0 +1,3 @@
+from services.cleaner.main import main
+
+main()

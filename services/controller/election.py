@@ -1,0 +1,132 @@
+"""Controller election and fencing on etcd.
+
+Exactly one controller is active: the one whose key ``/controller`` exists on
+its lease. The key's ``create_revision`` is the controller epoch, strictly
+higher for every newly elected controller because etcd revisions only grow.
+Every metadata write the active controller makes goes through ``write()``, an
+etcd transaction that applies only while the controller key still has the
+writer's create revision, so a controller that lost its lease (killed,
+paused, partitioned) can never overwrite a newer controller's decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.metadata.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class FencedError(Exception):
+    """A write was refused because this controller is no longer the active one."""
+
+
+@dataclass
+class ControllerIdentity:
+    id: int
+    address: str
+    rest: str
+
+
+class ControllerElection:
+    def __init__(
+        self,
+        store: MetadataStore,
+        me: ControllerIdentity,
+        ttl_s: int,
+        tick_s: float = 0.5,
+        on_change: Callable[[bool, int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.me = me
+        self.ttl_s = ttl_s
+        self.tick_s = tick_s
+        self.on_change = on_change
+        self.epoch = 0  # 0 while standby
+        self.fenced_writes = 0
+        self._lease: Any = None
+        self._lost = asyncio.Event()
+
+    @property
+    def active(self) -> bool:
+        return self.epoch > 0
+
+    async def write(self, ops: list[Any]) -> None:
+        """Apply ``ops`` in one transaction fenced by this controller's epoch."""
+        if not self.active:
+            raise FencedError("not the active controller")
+        ok = await self.store.guarded_txn(self.store.keys.controller(), self.epoch, ops)
+        if not ok:
+            self.fenced_writes += 1
+            log.warning("fenced: write refused, stepping down", extra={"epoch": self.epoch})
+            self._lost.set()
+            raise FencedError(f"controller epoch {self.epoch} is no longer current")
+
+    async def run(self) -> None:
+        """Campaign forever: standby until the key is free, active until the lease is lost."""
+        key = self.store.keys.controller()
+        while True:
+            try:
+                self._lease = await self.store.lease(self.ttl_s)
+                created, rev = await self.store.create(
+                    key, {"id": self.me.id, "address": self.me.address, "rest": self.me.rest}, self._lease
+                )
+                if created:
+                    await self._be_active(rev)
+                else:
+                    with contextlib.suppress(Exception):
+                        await self._lease.revoke()
+                    self._lease = None
+                    await self._wait_for_vacancy()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("election round failed", extra={"error": str(exc)})
+                await asyncio.sleep(self.tick_s)
+
+    async def _wait_for_vacancy(self) -> None:
+        key = self.store.keys.controller()
+        while await self.store.get(key) is not None:
+            await asyncio.sleep(self.tick_s / 2)
+
+    async def _be_active(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._lost.clear()
+        log.info("became active controller", extra={"epoch": epoch})
+        if self.on_change:
+            self.on_change(True, epoch)
+        last_refresh = time.monotonic()
+        try:
+            while not self._lost.is_set():
+                # Heartbeat through the fence first: after a pause this is the first thing that runs.
+                await self.write(
+                    [self.store.op_put(self.store.keys.controller_heartbeat(),
+                                       {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})]
+                )
+                if time.monotonic() - last_refresh >= self.ttl_s / 3:
+                    if not await self.store.refresh(self._lease):
+                        log.warning("controller lease expired, stepping down", extra={"epoch": epoch})
+                        break
+                    last_refresh = time.monotonic()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._lost.wait(), self.tick_s)
+        except FencedError:
+            pass
+        finally:
+            self.epoch = 0
+            if self.on_change:
+                self.on_change(False, epoch)
+            log.info("no longer active controller", extra={"epoch": epoch})
+
+    async def resign(self) -> None:
+        """Give up the role at once (clean shutdown) so a standby takes over without waiting."""
+        if self._lease is not None:
+            with contextlib.suppress(Exception):
+                await self._lease.revoke()

@@ -1,0 +1,83 @@
+"""The controller process: election, REST admin API, metadata writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import uuid
+from typing import Any
+
+import uvicorn
+from pydantic import Field
+
+from services.controller.election import ControllerElection, ControllerIdentity
+from services.controller.rest.app import create_app
+from shared.service import Service, run
+from shared.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+
+class ControllerSettings(ServiceSettings):
+    rest_host: str = Field("127.0.0.1", description="REST admin API listen address")
+    rest_port: int = Field(0, ge=0, le=65535, description="REST admin API port (0: any free port)")
+
+
+class Controller(Service[ControllerSettings]):
+    role = "controller"
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        super().__init__(settings)
+        self.rest_url = ""
+        self.election: ControllerElection | None = None
+        self._rest: uvicorn.Server | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def start(self) -> None:
+        s = self.settings
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((s.rest_host, s.rest_port))
+        rest_port = sock.getsockname()[1]
+        self.rest_url = f"http://{s.advertised_host or s.rest_host}:{rest_port}"
+        await self.store.create(self.store.keys.cluster_id(), uuid.uuid4().hex)
+        await self.store.register(
+            self.store.keys.service("controller", s.id),
+            {"address": self.address, "rest": self.rest_url},
+            s.session_timeout_s,
+        )
+        config = uvicorn.Config(create_app(self), log_config=None, access_log=False, lifespan="off")
+        self._rest = uvicorn.Server(config)
+        self._rest.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._tasks.append(asyncio.create_task(self._rest.serve(sockets=[sock])))
+        self.election = ControllerElection(
+            self.store, ControllerIdentity(s.id, self.address, self.rest_url), s.session_timeout_s
+        )
+        self._tasks.append(asyncio.create_task(self.election.run()))
+        while not self._rest.started:
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        election_task = self._tasks[1] if len(self._tasks) > 1 else None
+        if election_task is not None:
+            election_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await election_task
+        if self.election is not None:
+            await self.election.resign()  # a standby takes over at once
+        if self._rest is not None:
+            self._rest.should_exit = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def ready_info(self) -> dict[str, Any]:
+        return {**super().ready_info(), "rest": self.rest_url}
+
+
+def main() -> None:
+    run(Controller, ControllerSettings)

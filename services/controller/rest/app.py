@@ -1,0 +1,39 @@
+"""Builds the FastAPI application served by every controller process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from services.controller.rest import cluster
+from shared.errors import TidelogError
+
+
+def create_app(controller: Any) -> FastAPI:
+    app = FastAPI(
+        title="Tidelog admin API",
+        version="1",
+        description="Manage a Tidelog cluster: cluster state, topics and quotas.",
+    )
+    app.state.controller = controller
+    app.include_router(cluster.router)
+
+    @app.exception_handler(TidelogError)
+    async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
+        status = 409 if exc.code.name.endswith("ALREADY_EXISTS") else 404 if "UNKNOWN" in exc.code.name else 400
+        return JSONResponse(status_code=status, content={"error": exc.code.name, "message": str(exc)})
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()
+        ]
+        return JSONResponse(
+            status_code=400,
+            content={"error": "INVALID_REQUEST", "message": "; ".join(f"{d['field']}: {d['message']}" for d in details), "details": details},
+        )
+
+    return app

@@ -1,0 +1,71 @@
+"""``/v1/cluster``: who is in the cluster right now, read from etcd."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from services.controller.rest.deps import controller
+from shared.metadata.keys import SERVICE_ROLES, Keys
+
+router = APIRouter(prefix="/v1", tags=["cluster"])
+
+
+class BrokerInfo(BaseModel):
+    id: int
+    address: str
+    rack: str | None = None
+    incarnation: str | None = None
+
+
+class InstanceInfo(BaseModel):
+    id: str
+    address: str
+
+
+class ControllerInfo(BaseModel):
+    id: int
+    epoch: int
+    address: str
+    rest: str
+
+
+class ClusterInfo(BaseModel):
+    cluster: str
+    cluster_id: str | None
+    controller: ControllerInfo | None
+    controllers: list[InstanceInfo]
+    brokers: list[BrokerInfo]
+    services: dict[str, list[InstanceInfo]]
+
+
+@router.get("/cluster", response_model=ClusterInfo, summary="Cluster id, active controller, live members")
+async def get_cluster(ctl: Annotated[Any, Depends(controller)]) -> ClusterInfo:
+    store = ctl.store
+    keys: Keys = store.keys
+    cid = await store.get(keys.cluster_id())
+    active = await store.get(keys.controller())
+    brokers = await store.get_prefix(keys.brokers_prefix())
+    services = await store.get_prefix(keys.services_prefix())
+    by_role: dict[str, list[InstanceInfo]] = {role: [] for role in SERVICE_ROLES}
+    controllers: list[InstanceInfo] = []
+    for key, (value, _, _) in sorted(services.items()):
+        role = key.decode()[len(keys.services_prefix().decode()) :].split("/", 1)[0]
+        info = InstanceInfo(id=str(Keys.last_segment(key)), address=value.get("address", ""))
+        if role == "controller":
+            controllers.append(info)
+        else:
+            by_role.setdefault(role, []).append(info)
+    return ClusterInfo(
+        cluster=keys.cluster,
+        cluster_id=cid[0] if cid else None,
+        controller=ControllerInfo(epoch=active[1], **active[0]) if active else None,
+        controllers=controllers,
+        brokers=sorted(
+            (BrokerInfo(**v) for v, _, _ in brokers.values()),
+            key=lambda b: b.id,
+        ),
+        services=by_role,
+    )

@@ -1,0 +1,3 @@
+from services.coordinator.main import main
+
+main()

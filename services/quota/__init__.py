@@ -1,0 +1,1 @@
+"""Quota service: quota configuration and throttle delays (registration only so far)."""

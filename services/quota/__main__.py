@@ -1,0 +1,3 @@
+from services.quota.main import main
+
+main()

