@@ -134,6 +134,10 @@ class InvalidTimestampError(TidelogError):
     code = ErrorCode.INVALID_TIMESTAMP
 
 
+class FencedLeaderEpochError(TidelogError):
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
 class StorageError(TidelogError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 

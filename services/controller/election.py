@@ -19,13 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.errors import ErrorCode, TidelogError
 from shared.metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
 
-class FencedError(Exception):
+class FencedError(TidelogError):
     """A write was refused because this controller is no longer the active one."""
+
+    code = ErrorCode.NOT_CONTROLLER
+
+
+class ConflictError(TidelogError):
+    """A guarded write lost a race with another change (retry after re-reading)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass
@@ -58,11 +67,19 @@ class ControllerElection:
     def active(self) -> bool:
         return self.epoch > 0
 
-    async def write(self, ops: list[Any]) -> None:
-        """Apply ``ops`` in one transaction fenced by this controller's epoch."""
+    async def write(self, ops: list[Any], compares: list[Any] | None = None, conflict: str = "") -> None:
+        """Apply ``ops`` in one transaction fenced by this controller's epoch.
+
+        Extra ``compares`` guard against concurrent changes; when only they fail,
+        ``ConflictError`` is raised and the controller keeps its role.
+        """
         if not self.active:
             raise FencedError("not the active controller")
-        ok = await self.store.guarded_txn(self.store.keys.controller(), self.epoch, ops)
+        ok = await self.store.guarded_txn(self.store.keys.controller(), self.epoch, ops, compares)
+        if not ok and compares:
+            current = await self.store.get(self.store.keys.controller())
+            if current is not None and current[1] == self.epoch:
+                raise ConflictError(conflict or "metadata changed concurrently")
         if not ok:
             self.fenced_writes += 1
             log.warning("fenced: write refused, stepping down", extra={"epoch": self.epoch})

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from services.controller.election import ControllerElection, ControllerIdentity
 from services.controller.rest.app import create_app
+from services.controller.topics import TopicManager
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -32,6 +33,7 @@ class Controller(Service[ControllerSettings]):
         super().__init__(settings)
         self.rest_url = ""
         self.election: ControllerElection | None = None
+        self.topics: TopicManager | None = None
         self._rest: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -55,6 +57,7 @@ class Controller(Service[ControllerSettings]):
         self.election = ControllerElection(
             self.store, ControllerIdentity(s.id, self.address, self.rest_url), s.session_timeout_s
         )
+        self.topics = TopicManager(self.store, self.election)
         self._tasks.append(asyncio.create_task(self.election.run()))
         while not self._rest.started:
             await asyncio.sleep(0.02)

@@ -3,7 +3,7 @@
     /tidelog/<cluster>/id                       cluster id, created once
     /tidelog/<cluster>/controller               active controller {id, address, rest} on its lease;
                                                 its create_revision is the controller epoch
-    /tidelog/<cluster>/controller-heartbeat     fenced write the active controller makes every tick
+    /tidelog/<cluster>/heartbeats/controller    fenced write the active controller makes every tick
     /tidelog/<cluster>/brokers/<id>             {address, rack, incarnation} on the broker's lease
     /tidelog/<cluster>/topics/<name>            {topic id, replica assignment, configs}
     /tidelog/<cluster>/partitions/<name>/<p>    {leader, leader_epoch, isr, partition_epoch}
@@ -35,7 +35,7 @@ class Keys:
         return f"{self.root}controller".encode()
 
     def controller_heartbeat(self) -> bytes:
-        return f"{self.root}controller-heartbeat".encode()
+        return f"{self.root}heartbeats/controller".encode()
 
     def brokers_prefix(self) -> bytes:
         return f"{self.root}brokers/".encode()

@@ -123,15 +123,24 @@ class MetadataStore:
         kv = await self.client.get(key)
         return ok, (kv.create_revision if kv is not None else 0)
 
-    async def guarded_txn(self, guard_key: bytes, guard_create_revision: int, ops: list[Any]) -> bool:
-        """Apply ``ops`` only if ``guard_key`` still exists with that create revision (fencing)."""
+    async def guarded_txn(
+        self, guard_key: bytes, guard_create_revision: int, ops: list[Any], compares: list[Any] | None = None
+    ) -> bool:
+        """Apply ``ops`` only if ``guard_key`` still exists with that create revision (fencing)
+        and every extra compare holds."""
         t = self.client.transactions
         ok, _ = await self.client.transaction(
-            compare=[t.create(guard_key) == guard_create_revision],
+            compare=[t.create(guard_key) == guard_create_revision, *(compares or [])],
             success=ops,
             failure=[],
         )
         return bool(ok)
+
+    def cmp_absent(self, key: bytes) -> Any:
+        return self.client.transactions.create(key) == 0
+
+    def cmp_mod_revision(self, key: bytes, revision: int) -> Any:
+        return self.client.transactions.mod(key) == revision
 
     def op_put(self, key: bytes, value: Any) -> Any:
         return self.client.transactions.put(key, dumps(value))

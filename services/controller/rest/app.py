@@ -8,8 +8,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.controller.rest import cluster
-from shared.errors import TidelogError
+from services.controller.rest import cluster, topics
+from shared.errors import ErrorCode, TidelogError
+
+_STATUS = {
+    ErrorCode.TOPIC_ALREADY_EXISTS: 409,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
+    ErrorCode.NOT_CONTROLLER: 503,
+}
 
 
 def create_app(controller: Any) -> FastAPI:
@@ -20,10 +26,11 @@ def create_app(controller: Any) -> FastAPI:
     )
     app.state.controller = controller
     app.include_router(cluster.router)
+    app.include_router(topics.router)
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
-        status = 409 if exc.code.name.endswith("ALREADY_EXISTS") else 404 if "UNKNOWN" in exc.code.name else 400
+        status = _STATUS.get(exc.code, 400)
         return JSONResponse(status_code=status, content={"error": exc.code.name, "message": str(exc)})
 
     @app.exception_handler(RequestValidationError)

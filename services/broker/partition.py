@@ -1,0 +1,214 @@
+"""One partition replica on this broker: its log plus leader/follower state.
+
+The leader tracks each follower's log end offset (from their fetches) and
+advances the high watermark to the minimum log end offset over the ISR.
+Consumers read only below the high watermark. ``acks=all`` producers wait in
+a purgatory until the high watermark passes their batch. Long-polling fetches
+wait on ``changed``, fired on every append and high-watermark move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.broker.log import AppendInfo, FetchResult, PartitionLog
+from shared.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    TidelogError,
+)
+from shared.types import TopicPartition
+
+HW_FILE = "high-watermark"
+
+
+class NotEnoughReplicasError(TidelogError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1
+    last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, log: PartitionLog, broker_id: int, clock: Callable[[], int]) -> None:
+        self.tp = tp
+        self.log = log
+        self.broker_id = broker_id
+        self.clock = clock
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.min_insync_replicas = 1
+        self.followers: dict[int, FollowerState] = {}
+        self.high_watermark = min(self._read_hw(), log.log_end_offset)
+        self._changed = asyncio.Event()
+        self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._waiter_seq = 0
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def update_state(self, leader: int, leader_epoch: int, isr: list[int], replicas: list[int],
+                     partition_epoch: int, min_insync_replicas: int) -> None:
+        became_leader = leader == self.broker_id and (not self.is_leader or leader_epoch != self.leader_epoch)
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.min_insync_replicas = min_insync_replicas
+        if became_leader:
+            now = self.clock()
+            self.followers = {r: FollowerState(last_caught_up_ms=now) for r in replicas if r != self.broker_id}
+        elif not self.is_leader:
+            self.followers = {}
+        self._maybe_advance_hw()
+
+    def check_epoch(self, epoch: int) -> None:
+        """Requests carrying a leader epoch must match ours (Kafka's fencing)."""
+        if epoch < 0 or epoch == self.leader_epoch:
+            return
+        if epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(f"{self.tp}: request epoch {epoch} < current leader epoch {self.leader_epoch}")
+        raise TidelogError(f"{self.tp}: unknown leader epoch {epoch}", code=ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    # -- producing ------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, acks: int) -> AppendInfo:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.tp}: ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self._maybe_advance_hw()
+        self._notify()
+        return info
+
+    async def wait_for_hw(self, offset: int, timeout_s: float) -> bool:
+        """True once the high watermark reaches ``offset``; False on timeout or loss of leadership."""
+        if self.high_watermark >= offset:
+            return True
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiter_seq += 1
+        bisect.insort(self._hw_waiters, (offset, self._waiter_seq, fut))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return False
+
+    # -- high watermark -------------------------------------------------------------------------
+
+    def _maybe_advance_hw(self) -> None:
+        if not self.is_leader:
+            return
+        leo = self.log_end_offset
+        candidates = [leo]
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            st = self.followers.get(r)
+            candidates.append(st.log_end_offset if st else -1)
+        new_hw = max(min(candidates), self.log.log_start_offset)
+        if new_hw > self.high_watermark:
+            self.set_high_watermark(new_hw)
+
+    def set_high_watermark(self, hw: int) -> None:
+        hw = min(hw, self.log_end_offset)
+        if hw == self.high_watermark:
+            return
+        self.high_watermark = hw
+        while self._hw_waiters and self._hw_waiters[0][0] <= hw:
+            _, _, fut = self._hw_waiters.pop(0)
+            if not fut.done():
+                fut.set_result(True)
+        self._notify()
+
+    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
+        st = self.followers.setdefault(replica_id, FollowerState())
+        now = self.clock()
+        st.log_end_offset = fetch_offset
+        st.last_fetch_ms = now
+        if fetch_offset >= self.log_end_offset:
+            st.last_caught_up_ms = now
+        self._maybe_advance_hw()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, for_consumer: bool, min_one: bool = True) -> FetchResult:
+        if for_consumer and not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        limit = self.high_watermark if for_consumer else None
+        if for_consumer and offset > self.high_watermark and offset <= self.log_end_offset:
+            # Between HW and LEO: not an error, just nothing visible yet.
+            return FetchResult(b"", self.log.log_start_offset, self.log_end_offset)
+        return self.log.read(offset, max_bytes, limit, min_one_batch=min_one)
+
+    def offset_for_timestamp(self, timestamp: int, for_consumer: bool) -> tuple[int, int] | None:
+        found = self.log.offset_for_timestamp(timestamp)
+        if found is None or (for_consumer and found[0] >= self.high_watermark):
+            return None
+        return found
+
+    def check_offset(self, offset: int) -> None:
+        if offset < self.log.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: offset {offset} outside [{self.log.log_start_offset}, {self.log_end_offset}]"
+            )
+
+    # -- waiting ------------------------------------------------------------------------------------
+
+    @property
+    def changed(self) -> asyncio.Event:
+        return self._changed
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def fail_waiters(self) -> None:
+        for _, _, fut in self._hw_waiters:
+            if not fut.done():
+                fut.set_result(False)
+        self._hw_waiters.clear()
+        self._notify()
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+
+    def _read_hw(self) -> int:
+        try:
+            with open(os.path.join(self.log.directory, HW_FILE)) as f:
+                return int(f.read().strip())
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def checkpoint_hw(self) -> None:
+        path = os.path.join(self.log.directory, HW_FILE)
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{self.high_watermark}\n")
+        os.replace(path + ".tmp", path)
+
+    def close(self) -> None:
+        self.fail_waiters()
+        self.checkpoint_hw()
+        self.log.close()

@@ -1,0 +1,167 @@
+"""gRPC servicer of the broker: protobuf in, replica manager calls, protobuf out. Translation only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManager
+from shared.errors import ErrorCode, TidelogError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+MAX_IN_FLIGHT_PER_STREAM = 16
+
+
+class BrokerServicer(pb_grpc.BrokerServicer):
+    def __init__(self, rm: ReplicaManager, broker_id: int) -> None:
+        self.rm = rm
+        self.broker_id = broker_id
+
+    # -- metadata --------------------------------------------------------------------------------
+
+    async def Metadata(self, request: pb.MetadataRequest, context: Any) -> pb.MetadataResponse:
+        view = self.rm.view
+        resp = pb.MetadataResponse(cluster_id=view.cluster_id)
+        for bid, b in sorted(view.brokers.items()):
+            resp.brokers.append(pb.BrokerNode(id=bid, address=b["address"], rack=b.get("rack") or ""))
+        if view.controller:
+            c = view.controller
+            resp.controller.CopyFrom(pb.ControllerNode(id=c["id"], address=c["address"], rest=c.get("rest", ""),
+                                                       epoch=view.controller_epoch))
+        names = list(request.topics) or sorted(view.topics)
+        for name in names:
+            topic = view.topics.get(name)
+            if topic is None:
+                resp.topics.append(pb.TopicMetadata(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            tm = pb.TopicMetadata(name=name, topic_id=topic.topic_id)
+            for p, replicas in sorted(topic.assignment.items()):
+                st = view.partitions.get(TopicPartition(name, p))
+                leader = st.leader if st else -1
+                err = ErrorCode.NONE if leader >= 0 and leader in view.brokers else ErrorCode.LEADER_NOT_AVAILABLE
+                tm.partitions.append(pb.PartitionMetadata(
+                    partition=p, error_code=err, leader=leader, leader_epoch=st.leader_epoch if st else -1,
+                    replicas=replicas, isr=st.isr if st else [],
+                ))
+            resp.topics.append(tm)
+        return resp
+
+    # -- produce ------------------------------------------------------------------------------------
+
+    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+        data = [
+            (TopicPartition(t.name, p.partition), p.records)
+            for t in request.topics
+            for p in t.partitions
+        ]
+        results = await self.rm.produce(request.acks, request.timeout_ms, data)
+        resp = pb.ProduceResponse(correlation_id=request.correlation_id)
+        by_topic: dict[str, pb.ProduceTopicResponse] = {}
+        for tp, r in results.items():
+            tr = by_topic.get(tp.topic)
+            if tr is None:
+                tr = by_topic[tp.topic] = resp.topics.add(name=tp.topic)
+            tr.partitions.add(partition=tp.partition, error_code=r.error, error_message=r.message,
+                              base_offset=r.base_offset, log_append_time_ms=r.log_append_time,
+                              log_start_offset=r.log_start_offset)
+        return resp
+
+    async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceResponse:
+        return await self._produce(request)
+
+    async def ProduceStream(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: Any) -> AsyncIterator[pb.ProduceResponse]:
+        # Appends happen in arrival order (the reader), completions are awaited and
+        # answered in the same order (the writer), so acks=all waits do not stall appends.
+        async for resp in _pipelined(request_iterator, self._produce):
+            yield resp
+
+    # -- fetch --------------------------------------------------------------------------------------
+
+    async def _fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+        params = FetchParams(
+            replica_id=request.replica_id,
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes or 50 * 1024 * 1024,
+            specs=[
+                FetchSpec(TopicPartition(t.name, p.partition), p.fetch_offset, p.partition_max_bytes or 1024 * 1024,
+                          p.current_leader_epoch if p.current_leader_epoch else -1)
+                for t in request.topics
+                for p in t.partitions
+            ],
+        )
+        results = await self.rm.fetch(params)
+        resp = pb.FetchResponse(correlation_id=request.correlation_id)
+        by_topic: dict[str, pb.FetchTopicResponse] = {}
+        for tp, r in results.items():
+            tr = by_topic.get(tp.topic)
+            if tr is None:
+                tr = by_topic[tp.topic] = resp.topics.add(name=tp.topic)
+            tr.partitions.add(partition=tp.partition, error_code=r.error, error_message=r.message,
+                              high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+                              log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
+                              leader_epoch=r.leader_epoch, records=r.records)
+        return resp
+
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+        return await self._fetch(request)
+
+    async def FetchStream(self, request_iterator: AsyncIterator[pb.FetchRequest], context: Any) -> AsyncIterator[pb.FetchResponse]:
+        async for resp in _pipelined(request_iterator, self._fetch, ordered_start=False):
+            yield resp
+
+    # -- list offsets ----------------------------------------------------------------------------------
+
+    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
+        resp = pb.ListOffsetsResponse()
+        for t in request.topics:
+            tr = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                try:
+                    offset, ts, epoch = self.rm.list_offset(tp, p.timestamp, request.replica_id,
+                                                            p.current_leader_epoch if p.current_leader_epoch else -1)
+                    tr.partitions.add(partition=p.partition, offset=offset, timestamp=ts, leader_epoch=epoch)
+                except TidelogError as exc:
+                    tr.partitions.add(partition=p.partition, error_code=exc.code, error_message=str(exc), offset=-1)
+        return resp
+
+
+async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:
+    """Handle stream requests concurrently (bounded), yield responses in request order.
+
+    With ``ordered_start`` each handler starts only after the previous one has
+    started its synchronous part, which for produce means appends keep arrival order.
+    """
+    queue: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_STREAM)
+
+    async def reader() -> None:
+        try:
+            async for req in requests:
+                task = asyncio.ensure_future(handle(req))
+                if ordered_start:
+                    await asyncio.sleep(0)  # let the task run its synchronous append before the next one
+                await queue.put(task)
+        finally:
+            await queue.put(None)
+
+    reader_task = asyncio.ensure_future(reader())
+    try:
+        while True:
+            task = await queue.get()
+            if task is None:
+                break
+            yield await task
+        await reader_task
+    finally:
+        reader_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, grpc.RpcError, Exception):
+            await reader_task
