@@ -477,24 +477,26 @@ def records_section(buf: bytes | memoryview, header: BatchHeader, pos: int = 0) 
     return raw
 
 
-def decode_records(header: BatchHeader, data: bytes) -> list[Record]:
+def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | None = None) -> list[Record]:
     """Decode the (decompressed) records section of a batch.
 
     The common shapes (one-byte attributes/offset/timestamp deltas, one- or
     two-byte lengths, no headers) are decoded inline; anything else falls back
+    to the general varint decoder. ``record_cls`` (a ``Record`` subclass) lets a
+    caller get richer records without a second object per record; the rest
     to the general varint decoder. Each record must end exactly where its
     length says and the section must end after the last record, so a damaged
     section raises ``CorruptRecordError`` rather than returning wrong data.
     """
     try:
-        return _decode_records(header, data)
+        return _decode_records(header, data, record_cls or Record)
     except IndexError as exc:
         raise CorruptRecordError(
             f"records of batch at offset {header.base_offset} run past the end of the batch"
         ) from exc
 
 
-def _decode_records(header: BatchHeader, data: bytes) -> list[Record]:
+def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> list[Record]:
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
@@ -593,7 +595,7 @@ def _decode_records(header: BatchHeader, data: bytes) -> list[Record]:
                 f"record at offset {off} does not end where its length says "
                 f"({rec_end - pos:+d} bytes)"
             )
-        append(Record(off, log_append_ts if log_append_ts is not None else ts, key, value, headers))
+        append(make(off, log_append_ts if log_append_ts is not None else ts, key, value, headers))
     if pos != len(data):
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {len(data) - pos} bytes after its last record"

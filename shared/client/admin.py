@@ -1,0 +1,76 @@
+"""Admin client: topic management through the controllers' REST API.
+
+The REST URL is given, or discovered from any broker's Metadata response (the
+active controller advertises it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+
+from shared.client.cluster import ClusterClient
+from shared.errors import ErrorCode, TidelogError
+
+
+class Admin:
+    def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *, rest_url: str | None = None,
+                 timeout: float = 30.0, client_id: str = "tidelog-admin") -> None:
+        if rest_url is None:
+            if bootstrap_servers is None:
+                raise ValueError("give bootstrap_servers or rest_url")
+            cluster = ClusterClient(bootstrap_servers, client_id)
+            try:
+                rest_url = cluster.refresh().controller_rest
+            finally:
+                cluster.close()
+            if not rest_url:
+                raise TidelogError("no active controller advertised yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        self.rest_url = rest_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.rest_url, timeout=timeout)
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        resp = self._http.request(method, path, **kw)
+        if resp.status_code >= 400:
+            try:
+                body = resp.json()
+                code = ErrorCode[body.get("error", "UNKNOWN_SERVER_ERROR")] if body.get("error") in ErrorCode.__members__ else ErrorCode.INVALID_REQUEST
+                msg = body.get("message", resp.text)
+            except ValueError:
+                code, msg = ErrorCode.UNKNOWN_SERVER_ERROR, resp.text
+            raise TidelogError(msg, code=code)
+        return resp.json() if resp.content else None
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._call("POST", "/v1/topics", json={"name": name, "partitions": partitions,
+                                                      "replication_factor": replication_factor, "configs": configs or {}})
+
+    def list_topics(self) -> list[str]:
+        return self._call("GET", "/v1/topics")["topics"]
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/topics/{name}")
+
+    def delete_topic(self, name: str) -> None:
+        self._call("DELETE", f"/v1/topics/{name}")
+
+    def alter_configs(self, name: str, configs: dict[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", f"/v1/topics/{name}/configs", json={"configs": configs})
+
+    def create_partitions(self, name: str, total: int) -> dict[str, Any]:
+        return self._call("POST", f"/v1/topics/{name}/partitions", json={"partitions": total})
+
+    def cluster(self) -> dict[str, Any]:
+        return self._call("GET", "/v1/cluster")
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,155 @@
+"""Client-side cluster state: bootstrap, metadata cache, one gRPC channel per broker.
+
+Thread-safe; shared by the producer's sender thread, the consumer's fetcher
+thread and the application thread.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import grpc
+
+from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.types import TopicPartition
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.enable_retries", 0),
+]
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[str]:
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = [s.strip() for s in items if s and s.strip()]
+    if not out:
+        raise ValueError("bootstrap_servers is empty")
+    for s in out:
+        host, sep, port = s.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {s!r} is not host:port")
+    return out
+
+
+@dataclass
+class PartitionInfo:
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    error: int
+
+
+@dataclass
+class Snapshot:
+    brokers: dict[int, str] = field(default_factory=dict)
+    topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
+    topic_errors: dict[str, int] = field(default_factory=dict)
+    controller_rest: str = ""
+    cluster_id: str = ""
+    fetched_at: float = 0.0
+
+
+class ClusterClient:
+    def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str, request_timeout_ms: int = 30_000,
+                 metadata_max_age_ms: int = 300_000) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.timeout = request_timeout_ms / 1000
+        self.max_age = metadata_max_age_ms / 1000
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, pb_grpc.BrokerStub] = {}
+        self._lock = threading.RLock()
+        self.snapshot = Snapshot()
+        self._wanted: set[str] = set()
+
+    # -- connections ------------------------------------------------------------------------------
+
+    def stub(self, address: str) -> pb_grpc.BrokerStub:
+        with self._lock:
+            stub = self._stubs.get(address)
+            if stub is None:
+                ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                self._channels[address] = ch
+                stub = self._stubs[address] = pb_grpc.BrokerStub(ch)
+            return stub
+
+    def broker_stub(self, broker_id: int) -> pb_grpc.BrokerStub:
+        addr = self.snapshot.brokers.get(broker_id)
+        if addr is None:
+            raise TidelogError(f"broker {broker_id} is not known", code=ErrorCode.BROKER_NOT_AVAILABLE)
+        return self.stub(addr)
+
+    def close(self) -> None:
+        with self._lock:
+            for ch in self._channels.values():
+                ch.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+    # -- metadata ---------------------------------------------------------------------------------
+
+    def refresh(self, topics: Iterable[str] = ()) -> Snapshot:
+        """Ask a broker (bootstrap or known) for metadata about ``topics`` plus every topic already wanted."""
+        with self._lock:
+            self._wanted.update(topics)
+            wanted = sorted(self._wanted)
+        candidates = list(self.snapshot.brokers.values()) + self.bootstrap
+        random.shuffle(candidates)
+        last: Exception | None = None
+        for addr in candidates:
+            try:
+                resp = self.stub(addr).Metadata(pb.MetadataRequest(topics=wanted, client_id=self.client_id),
+                                                timeout=min(self.timeout, 10))
+            except grpc.RpcError as exc:
+                last = exc
+                continue
+            snap = Snapshot(
+                brokers={b.id: b.address for b in resp.brokers},
+                controller_rest=resp.controller.rest,
+                cluster_id=resp.cluster_id,
+                fetched_at=time.monotonic(),
+            )
+            for t in resp.topics:
+                if t.error_code:
+                    snap.topic_errors[t.name] = t.error_code
+                    continue
+                snap.topics[t.name] = {
+                    p.partition: PartitionInfo(p.leader, p.leader_epoch, list(p.replicas), list(p.isr), p.error_code)
+                    for p in t.partitions
+                }
+            with self._lock:
+                self.snapshot = snap
+            return snap
+        raise TidelogError(f"no broker reachable among {candidates}: {last}", code=ErrorCode.NETWORK_EXCEPTION)
+
+    def partitions_for(self, topic: str, max_wait_s: float = 0.0) -> dict[int, PartitionInfo]:
+        """Partition metadata of ``topic``, refreshing (and waiting up to ``max_wait_s``) if needed."""
+        deadline = time.monotonic() + max_wait_s
+        snap = self.snapshot
+        parts = snap.topics.get(topic)
+        if parts is not None and time.monotonic() - snap.fetched_at < self.max_age:
+            return parts
+        while True:
+            snap = self.refresh([topic])
+            parts = snap.topics.get(topic)
+            if parts is not None:
+                return parts
+            if time.monotonic() >= deadline:
+                code = snap.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} not available ({ErrorCode(code).name})")
+            time.sleep(0.1)
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        parts = self.snapshot.topics.get(tp.topic) or self.partitions_for(tp.topic)
+        info = parts.get(tp.partition)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"{tp} does not exist")
+        return info.leader

@@ -1,0 +1,444 @@
+"""The producer: per-partition batching (batch_size / linger_ms), a sender thread, pipelined produce streams.
+
+``send()`` only appends to the accumulator and returns a future; the sender
+thread drains ready batches, encodes them (RecordBatch v2), groups them by
+partition leader and writes them on one ``ProduceStream`` per broker with up
+to ``max_in_flight_requests_per_connection`` requests outstanding. Retriable
+errors refresh metadata and re-enqueue the batch (in order, at the front).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from shared.client.cluster import ClusterClient
+from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
+from shared.client.partitioner import StickyPartitioner
+from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
+from shared.proto import tidelog_pb2 as pb
+from shared.records.batch import Header, encode_batch
+from shared.records.compression import CompressionType
+from shared.runtime import tune_allocator
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+
+
+@dataclass
+class ProducerBatch:
+    tp: TopicPartition
+    created: float
+    records: list[tuple[int, bytes | None, bytes | None, Sequence[Header] | None]] = field(default_factory=list)
+    size: int = 61
+    attempts: int = 0
+    result: ProduceRequestResult = field(init=False)
+    encoded: bytes | None = None
+
+    def __post_init__(self) -> None:
+        self.result = ProduceRequestResult(self.tp)
+
+
+class RecordAccumulator:
+    """Per-partition queues of batches. ``append`` holds a plain lock for a few operations;
+    the sender is woken through ``wakeup`` only when a batch fills or a flush starts."""
+
+    def __init__(self, batch_size: int, linger_s: float) -> None:
+        self.batch_size = batch_size
+        self.linger_s = linger_s
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.lock = threading.Lock()
+        self.wakeup = threading.Event()
+        self.done_cond = threading.Condition(threading.Lock())
+        self.incomplete: set[ProduceRequestResult] = set()
+        self.flushing = 0
+        self.closed = False
+
+    def append(self, tp: TopicPartition, ts: int, key: bytes | None, value: bytes | None,
+               headers: Sequence[Header] | None) -> tuple[FutureRecordMetadata, bool]:
+        """Returns the record's future and whether this record started a new batch."""
+        size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:
+            size += sum(10 + len(k) + (len(v) if v else 0) for k, v in headers)
+        new = False
+        with self.lock:
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = deque()
+            batch = dq[-1] if dq else None
+            if batch is None or (batch.size + size > self.batch_size and batch.records) or batch.encoded is not None:
+                if batch is not None:
+                    self.wakeup.set()  # the previous batch is full
+                batch = ProducerBatch(tp, time.monotonic())
+                dq.append(batch)
+                self.incomplete.add(batch.result)
+                new = True
+            records = batch.records
+            records.append((ts, key, value, headers))
+            batch.size += size
+            n = len(records)
+        return FutureRecordMetadata(batch.result, n - 1, ts), new
+
+    def drain_ready(self, now: float, muted: set[TopicPartition]) -> tuple[list[ProducerBatch], float]:
+        """Pop every sendable batch (full, lingered, flushing or closing); also the next wake-up delay."""
+        out: list[ProducerBatch] = []
+        next_check = self.linger_s if self.linger_s > 0 else 0.05
+        with self.lock:
+            for tp, dq in self.batches.items():
+                if not dq or tp in muted:
+                    continue
+                b = dq[0]
+                waited = now - b.created
+                if len(dq) > 1 or b.size >= self.batch_size or waited >= self.linger_s or self.flushing or self.closed:
+                    out.append(dq.popleft())
+                else:
+                    next_check = min(next_check, self.linger_s - waited)
+        return out, max(next_check, 0.0005)
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        with self.lock:
+            self.batches.setdefault(batch.tp, deque()).appendleft(batch)
+        self.wakeup.set()
+
+    def done(self, batch: ProducerBatch) -> None:
+        with self.lock:
+            self.incomplete.discard(batch.result)
+
+    def pending_results(self) -> list[ProduceRequestResult]:
+        with self.lock:
+            return list(self.incomplete)
+
+    def has_unsent(self) -> bool:
+        with self.lock:
+            return any(self.batches.values())
+
+
+@dataclass
+class InFlight:
+    correlation_id: int
+    batches: dict[TopicPartition, ProducerBatch]
+    acks: int
+
+
+class ProduceConnection:
+    """One ProduceStream to a broker, with a reader thread matching responses to requests in order."""
+
+    def __init__(self, producer: Producer, broker_id: int, address: str) -> None:
+        self.producer = producer
+        self.broker_id = broker_id
+        self.address = address
+        self.requests: queue.SimpleQueue[pb.ProduceRequest | None] = queue.SimpleQueue()
+        self.inflight: deque[InFlight] = deque()
+        self.slots = threading.Semaphore(producer.max_in_flight)
+        self.broken = False
+        self.lock = threading.Lock()
+        stub = producer.cluster.stub(address)
+        self.call = stub.ProduceStream(self._iter_requests())
+        self.reader = threading.Thread(target=self._read, name=f"tidelog-produce-{broker_id}", daemon=True)
+        self.reader.start()
+
+    def _iter_requests(self) -> Iterator[pb.ProduceRequest]:
+        while True:
+            req = self.requests.get()
+            if req is None:
+                return
+            yield req
+
+    def send(self, req: pb.ProduceRequest, batches: dict[TopicPartition, ProducerBatch], acks: int) -> bool:
+        while not self.slots.acquire(timeout=0.1):
+            if self.broken:
+                return False
+        with self.lock:
+            if self.broken:
+                self.slots.release()
+                return False
+            self.inflight.append(InFlight(req.correlation_id, batches, acks))
+        self.requests.put(req)
+        return True
+
+    def _read(self) -> None:
+        try:
+            for resp in self.call:
+                with self.lock:
+                    entry = self.inflight.popleft()
+                self.slots.release()
+                self.producer._on_response(entry, resp)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED or not self.producer._closing:
+                log.warning("produce stream to broker %s failed: %s", self.broker_id, exc.code())
+        finally:
+            with self.lock:
+                self.broken = True
+                pending = list(self.inflight)
+                self.inflight.clear()
+            for entry in pending:
+                self.slots.release()
+                self.producer._on_failure(entry, TidelogError("connection lost", code=ErrorCode.NETWORK_EXCEPTION))
+
+    def close(self) -> None:
+        self.requests.put(None)
+
+    def cancel(self) -> None:
+        self.call.cancel()
+
+
+class Producer:
+    """Kafka-style producer. ``send()`` is thread-safe and returns a future of ``RecordMetadata``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        acks: str | int = "all",
+        linger_ms: float = 5,
+        batch_size: int = 16_384,
+        compression_type: str | None = None,
+        enable_idempotence: bool = False,
+        retries: int = 2_147_483_647,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+        max_in_flight_requests_per_connection: int = 5,
+        max_request_size: int = 1_048_576,
+        max_block_ms: int = 60_000,
+        client_id: str = "tidelog-producer",
+    ) -> None:
+        if acks not in _ACKS:
+            raise ValueError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
+        if enable_idempotence:
+            raise NotImplementedError("enable_idempotence=True is not supported yet")
+        tune_allocator()
+        self.acks = _ACKS[acks]
+        self.compression = CompressionType.parse(compression_type)
+        self.batch_size = batch_size
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight_requests_per_connection
+        self.max_request_size = max(max_request_size, batch_size)
+        self.max_block_s = max_block_ms / 1000
+        self.client_id = client_id
+        self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
+        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000)
+        self.partitioner = StickyPartitioner()
+        self._partition_counts: dict[str, int] = {}
+        self._tps: dict[tuple[str, int], TopicPartition] = {}
+        self._connections: dict[int, ProduceConnection] = {}
+        self._correlation = itertools.count(1)
+        self._closing = False
+        self._need_refresh = threading.Event()
+        self._retry_after: dict[TopicPartition, float] = {}
+        self._sender = threading.Thread(target=self._run, name="tidelog-producer-sender", daemon=True)
+        self._sender.start()
+
+    # -- application API ---------------------------------------------------------------------------
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int | None = None,
+             headers: Sequence[Header] | None = None, timestamp: int | None = None) -> FutureRecordMetadata:
+        """Queue a record; the future resolves to its ``RecordMetadata`` once acknowledged (per ``acks``)."""
+        if self._closing:
+            raise RuntimeError("producer is closed")
+        if value is not None and type(value) is not bytes:
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
+            value = bytes(value)
+        if key is not None and type(key) is not bytes:
+            if not isinstance(key, bytes | bytearray | memoryview):
+                raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
+            key = bytes(key)
+        n = self._partition_counts.get(topic)
+        if n is None:
+            n = self._partition_counts[topic] = len(self.cluster.partitions_for(topic, self.max_block_s))
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, n)
+        elif not 0 <= partition < n:
+            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
+        tp = self._tps.get((topic, partition))
+        if tp is None:
+            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        future, new_batch = self.accumulator.append(tp, ts, key, value, headers)
+        if new_batch and key is None:
+            self.partitioner.on_new_batch(topic, partition, n)
+        return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered and wait for every outstanding send to complete."""
+        acc = self.accumulator
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with acc.lock:
+            acc.flushing += 1
+        acc.wakeup.set()
+        try:
+            for r in acc.pending_results():
+                remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+                if not r.wait(remaining):
+                    raise KafkaTimeoutError(f"flush did not complete within {timeout}s")
+        finally:
+            with acc.lock:
+                acc.flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closing:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closing = True
+            self.accumulator.closed = True
+            self.accumulator.wakeup.set()
+            self._sender.join(timeout=5)
+            for conn in list(self._connections.values()):
+                conn.close()
+            for conn in list(self._connections.values()):
+                conn.reader.join(timeout=2)
+                conn.cancel()
+            self.cluster.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return sorted(self.cluster.partitions_for(topic, self.max_block_s))
+
+    # -- sender thread ------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        acc = self.accumulator
+        while True:
+            if self._need_refresh.is_set():
+                self._need_refresh.clear()
+                try:
+                    snap = self.cluster.refresh()
+                    for t, parts in snap.topics.items():
+                        self._partition_counts[t] = len(parts)
+                except TidelogError as exc:
+                    log.warning("metadata refresh failed: %s", exc)
+                    time.sleep(self.retry_backoff_s)
+            now = time.monotonic()
+            muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
+            batches, wait = acc.drain_ready(now, muted)
+            if batches:
+                self._send_batches(batches)
+                continue
+            if acc.closed and not acc.has_unsent():
+                return
+            acc.wakeup.wait(wait)
+            acc.wakeup.clear()
+
+    def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError) -> None:
+        batch.attempts += 1
+        expired = time.monotonic() - batch.created > self.delivery_timeout_s
+        if error.code in RETRIABLE and batch.attempts <= self.retries and not expired and not self._closing:
+            self._need_refresh.set()
+            self._retry_after[batch.tp] = time.monotonic() + self.retry_backoff_s
+            self.accumulator.reenqueue(batch)
+            return
+        if expired:
+            error = KafkaTimeoutError(f"{batch.tp}: batch expired after {self.delivery_timeout_s}s ({error})")
+        batch.result.complete(-1, -1, error)
+        self.accumulator.done(batch)
+
+    def _send_batches(self, batches: list[ProducerBatch]) -> None:
+        by_broker: dict[int, list[ProducerBatch]] = {}
+        for b in batches:
+            try:
+                leader = self.cluster.leader_for(b.tp)
+                if leader < 0 or leader not in self.cluster.snapshot.brokers:
+                    raise TidelogError(f"{b.tp} has no leader", code=ErrorCode.LEADER_NOT_AVAILABLE)
+            except TidelogError as exc:
+                self._expire_or_retry(b, exc)
+                continue
+            by_broker.setdefault(leader, []).append(b)
+        for broker_id, group in by_broker.items():
+            request_batches: dict[TopicPartition, ProducerBatch] = {}
+            size = 0
+            for b in group:
+                if b.encoded is None:
+                    b.encoded = encode_batch(b.records, compression=self.compression)
+                if request_batches and (size + len(b.encoded) > self.max_request_size or b.tp in request_batches):
+                    self._dispatch(broker_id, request_batches)
+                    request_batches, size = {}, 0
+                request_batches[b.tp] = b
+                size += len(b.encoded)
+            if request_batches:
+                self._dispatch(broker_id, request_batches)
+
+    def _connection(self, broker_id: int) -> ProduceConnection:
+        conn = self._connections.get(broker_id)
+        address = self.cluster.snapshot.brokers[broker_id]
+        if conn is None or conn.broken or conn.address != address:
+            if conn is not None:
+                conn.close()
+            conn = self._connections[broker_id] = ProduceConnection(self, broker_id, address)
+        return conn
+
+    def _dispatch(self, broker_id: int, batches: dict[TopicPartition, ProducerBatch]) -> None:
+        by_topic: dict[str, list[pb.ProducePartitionData]] = {}
+        for tp, b in batches.items():
+            by_topic.setdefault(tp.topic, []).append(pb.ProducePartitionData(partition=tp.partition, records=b.encoded))
+        req = pb.ProduceRequest(
+            acks=self.acks, timeout_ms=self.request_timeout_ms, client_id=self.client_id,
+            correlation_id=next(self._correlation),
+            topics=[pb.ProduceTopicData(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        try:
+            sent = self._connection(broker_id).send(req, batches, self.acks)
+        except (grpc.RpcError, KeyError) as exc:
+            sent = False
+            log.warning("cannot reach broker %s: %s", broker_id, exc)
+        if not sent:
+            err = TidelogError(f"broker {broker_id} unreachable", code=ErrorCode.NETWORK_EXCEPTION)
+            for b in batches.values():
+                self._expire_or_retry(b, err)
+            return
+        if self.acks == 0:
+            for b in batches.values():
+                b.result.complete(-1)
+                self.accumulator.done(b)
+
+    # -- responses (reader threads) ------------------------------------------------------------------------
+
+    def _on_response(self, entry: InFlight, resp: pb.ProduceResponse) -> None:
+        if entry.acks == 0:
+            return
+        seen: set[TopicPartition] = set()
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                batch = entry.batches.get(tp)
+                if batch is None:
+                    continue
+                seen.add(tp)
+                if p.error_code == 0:
+                    batch.result.complete(p.base_offset, p.log_append_time_ms)
+                    self.accumulator.done(batch)
+                else:
+                    self._expire_or_retry(batch, error_for(p.error_code, p.error_message))
+        for tp, batch in entry.batches.items():
+            if tp not in seen:
+                self._expire_or_retry(batch, TidelogError("no response for partition", code=ErrorCode.NETWORK_EXCEPTION))
+
+    def _on_failure(self, entry: InFlight, error: TidelogError) -> None:
+        if entry.acks == 0:
+            return
+        for batch in entry.batches.values():
+            self._expire_or_retry(batch, error)
+
+    def metrics(self) -> dict[str, Any]:
+        return {"connections": len(self._connections), "unsent": self.accumulator.has_unsent()}
