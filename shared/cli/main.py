@@ -6,8 +6,11 @@ import json
 
 import click
 
+from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
+from shared.cli.produce_consume import consume, produce
+from shared.cli.topics import topics
 from shared.runtime import tune_allocator
 
 
@@ -49,6 +52,11 @@ cli.add_command(dump_log)
 cli.add_command(up)
 cli.add_command(down)
 cli.add_command(status)
+cli.add_command(topics)
+cli.add_command(produce)
+cli.add_command(consume)
+bench.add_command(bench_produce)
+bench.add_command(bench_consume)
 
 
 def main() -> None:

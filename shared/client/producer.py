@@ -54,9 +54,12 @@ class RecordAccumulator:
     """Per-partition queues of batches. ``append`` holds a plain lock for a few operations;
     the sender is woken through ``wakeup`` only when a batch fills or a flush starts."""
 
-    def __init__(self, batch_size: int, linger_s: float) -> None:
+    def __init__(self, batch_size: int, linger_s: float, buffer_memory: int = 32 * 1024 * 1024) -> None:
         self.batch_size = batch_size
         self.linger_s = linger_s
+        self.buffer_memory = buffer_memory
+        self.buffered = 0
+        self.space = threading.Condition(threading.Lock())
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.lock = threading.Lock()
         self.wakeup = threading.Event()
@@ -88,7 +91,21 @@ class RecordAccumulator:
             records.append((ts, key, value, headers))
             batch.size += size
             n = len(records)
+            self.buffered += size
         return FutureRecordMetadata(batch.result, n - 1, ts), new
+
+    def wait_for_space(self, timeout_s: float) -> None:
+        """Block while more than ``buffer_memory`` bytes are unacknowledged (Kafka's buffer.memory)."""
+        if self.buffered <= self.buffer_memory:
+            return
+        deadline = time.monotonic() + timeout_s
+        self.wakeup.set()
+        with self.space:
+            while self.buffered > self.buffer_memory:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(f"buffer_memory ({self.buffer_memory} bytes) still full after {timeout_s}s")
+                self.space.wait(remaining)
 
     def drain_ready(self, now: float, muted: set[TopicPartition]) -> tuple[list[ProducerBatch], float]:
         """Pop every sendable batch (full, lingered, flushing or closing); also the next wake-up delay."""
@@ -114,6 +131,9 @@ class RecordAccumulator:
     def done(self, batch: ProducerBatch) -> None:
         with self.lock:
             self.incomplete.discard(batch.result)
+            self.buffered -= batch.size - 61
+        with self.space:
+            self.space.notify_all()
 
     def pending_results(self) -> list[ProduceRequestResult]:
         with self.lock:
@@ -212,6 +232,7 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         max_request_size: int = 1_048_576,
         max_block_ms: int = 60_000,
+        buffer_memory: int = 33_554_432,
         client_id: str = "tidelog-producer",
     ) -> None:
         if acks not in _ACKS:
@@ -231,7 +252,7 @@ class Producer:
         self.max_block_s = max_block_ms / 1000
         self.client_id = client_id
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
-        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000)
+        self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max(buffer_memory, batch_size))
         self.partitioner = StickyPartitioner()
         self._partition_counts: dict[str, int] = {}
         self._tps: dict[tuple[str, int], TopicPartition] = {}
@@ -269,7 +290,10 @@ class Producer:
         if tp is None:
             tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
         ts = int(time.time() * 1000) if timestamp is None else timestamp
-        future, new_batch = self.accumulator.append(tp, ts, key, value, headers)
+        acc = self.accumulator
+        if acc.buffered > acc.buffer_memory:
+            acc.wait_for_space(self.max_block_s)
+        future, new_batch = acc.append(tp, ts, key, value, headers)
         if new_batch and key is None:
             self.partitioner.on_new_batch(topic, partition, n)
         return future

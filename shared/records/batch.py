@@ -73,6 +73,8 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 Header = tuple[str, bytes | None]
+#: The headers of a record without headers: one shared empty tuple, not a list per record.
+NO_HEADERS: tuple[Header, ...] = ()
 
 
 class Record:
@@ -86,7 +88,7 @@ class Record:
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
-        headers: list[Header],
+        headers: list[Header] | tuple[Header, ...],
     ) -> None:
         self.offset = offset
         self.timestamp = timestamp
@@ -517,9 +519,7 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
                 pos += 2
             else:
                 length, pos = dz(data, pos)
-        rec_end = pos + length
-        if length < 6:
-            raise CorruptRecordError(f"record length {length} invalid in batch at offset {base_offset}")
+        rec_end = pos + length  # a wrong length is caught by the end-of-record check below
         b = data[pos + 1]  # skip the unused attributes byte
         if b == 0:
             ts = base_ts
@@ -545,14 +545,13 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
         b = data[pos]
         if b < 0x80:
             pos += 1
-            if b == 1:
+            if b & 1:
+                if b != 1:
+                    raise CorruptRecordError(f"negative key length at offset {off}")
                 key = None
             else:
-                klen = (b >> 1) ^ -(b & 1)
-                if klen < 0:
-                    raise CorruptRecordError(f"negative key length at offset {off}")
-                key = data[pos : pos + klen]
-                pos += klen
+                key = data[pos : pos + (b >> 1)]
+                pos += b >> 1
         else:
             klen, pos = dz(data, pos)
             if klen < 0:
@@ -562,19 +561,19 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
         b = data[pos]
         if b < 0x80:
             pos += 1
-            if b == 1:
+            if b & 1:
+                if b != 1:
+                    raise CorruptRecordError(f"negative value length at offset {off}")
                 value = None
             else:
-                vlen = (b >> 1) ^ -(b & 1)
-                if vlen < 0:
-                    raise CorruptRecordError(f"negative value length at offset {off}")
-                value = data[pos : pos + vlen]
-                pos += vlen
+                value = data[pos : pos + (b >> 1)]
+                pos += b >> 1
         else:
             b2 = data[pos + 1]
             if b2 < 0x80:
-                v = (b & 0x7F) | (b2 << 7)
-                vlen = (v >> 1) ^ -(v & 1)
+                vlen = ((b & 0x7F) | (b2 << 7)) >> 1
+                if b & 1:
+                    vlen = -vlen - 1
                 pos += 2
             else:
                 vlen, pos = dz(data, pos)
@@ -583,7 +582,7 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
             value = data[pos : pos + vlen]
             pos += vlen
         if data[pos] == 0:
-            headers: list[Header] = []
+            headers = NO_HEADERS
             pos += 1
         else:
             hcount, pos = dz(data, pos)
@@ -595,7 +594,7 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
                 f"record at offset {off} does not end where its length says "
                 f"({rec_end - pos:+d} bytes)"
             )
-        append(make(off, log_append_ts if log_append_ts is not None else ts, key, value, headers))
+        append(make(off, ts if log_append_ts is None else log_append_ts, key, value, headers))
     if pos != len(data):
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {len(data) - pos} bytes after its last record"

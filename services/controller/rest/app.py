@@ -31,7 +31,7 @@ def create_app(controller: Any) -> FastAPI:
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
         status = _STATUS.get(exc.code, 400)
-        return JSONResponse(status_code=status, content={"error": exc.code.name, "message": str(exc)})
+        return JSONResponse(status_code=status, content={"error": exc.code.name, "message": exc.args[0] if exc.args else exc.code.name})
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(_: Request, exc: RequestValidationError) -> JSONResponse:

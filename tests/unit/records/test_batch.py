@@ -64,7 +64,7 @@ def test_golden_vector_decodes() -> None:
     header, records = decode_batch(GOLDEN_TWO_RECORDS)
     assert header.magic == 2 and header.records_count == 2 and header.last_offset_delta == 1
     assert header.base_timestamp == 1700000000000 and header.max_timestamp == 1700000000005
-    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == [
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in records] == [
         (0, 1700000000000, b"key", b"value", [("h", b"x")]),
         (1, 1700000000005, None, b"v2", []),
     ]
@@ -124,7 +124,7 @@ def test_kafka_python_batches_decode_in_ours(compression: CompressionType, count
     if count > 1:  # kafka-python stores a batch uncompressed when compression would not shrink it
         assert header.compression == compression
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 9)
-    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == [
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
         (i, ts, k, v, list(h)) for i, (ts, k, v, h) in enumerate(recs)
     ]
 
@@ -247,6 +247,6 @@ def test_round_trip_property(records, compression, base_offset) -> None:
     assert header.size == len(data)
     assert BatchHeader.parse(data).crc == header.crc
     assert header.max_timestamp == max(r[0] for r in records)
-    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == [
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
         (base_offset + i, ts, k, v, list(h)) for i, (ts, k, v, h) in enumerate(records)
     ]

@@ -1,0 +1,164 @@
+"""``tidelog bench produce|consume``: throughput and latency against a running cluster, as Kafka's perf tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.errors import ErrorCode, TidelogError
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    if not samples_ms:
+        return {k: 0.0 for k in ("avg", "p50", "p95", "p99", "p999", "max")}
+    s = sorted(samples_ms)
+
+    def pct(q: float) -> float:
+        return s[min(int(q * len(s)), len(s) - 1)]
+
+    return {"avg": statistics.fmean(s), "p50": pct(0.50), "p95": pct(0.95), "p99": pct(0.99),
+            "p999": pct(0.999), "max": s[-1]}
+
+
+def _report(kind: str, res: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(res))
+        return
+    lat = res["latency_ms"]
+    click.echo(
+        f"{res['records']} records {kind}, {res['records_per_s']:,.0f} records/sec ({res['mb_per_s']:.2f} MB/sec), "
+        f"{lat['avg']:.2f} ms avg latency, {lat['max']:.2f} ms max latency, {lat['p50']:.2f} ms 50th, "
+        f"{lat['p95']:.2f} ms 95th, {lat['p99']:.2f} ms 99th, {lat['p999']:.2f} ms 99.9th."
+    )
+
+
+def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_bytes: int) -> None:
+    admin = Admin(servers)
+    try:
+        admin.create_topic(topic, partitions, rf, {"max.message.bytes": str(max(8 << 20, record_bytes * 2))})
+    except TidelogError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+    finally:
+        admin.close()
+
+
+@click.command("produce")
+@click.option("--topic", required=True)
+@click.option("--records", type=click.IntRange(1), default=1_000_000, show_default=True)
+@click.option("--record-size", type=click.IntRange(0), default=1024, show_default=True)
+@click.option("--key-size", type=click.IntRange(0), default=16, show_default=True, help="0: null keys")
+@click.option("--acks", type=click.Choice(["all", "-1", "1", "0"]), default="1", show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=1_048_576, show_default=True)
+@click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default="none", show_default=True)
+@click.option("--throughput", type=float, default=-1, show_default=True, help="records/s to aim for (-1: as fast as possible)")
+@click.option("--partitions", type=click.IntRange(1), default=1, show_default=True, help="when creating the topic")
+@click.option("--replication-factor", type=click.IntRange(1), default=1, show_default=True, help="when creating the topic")
+@click.option("--latency-sample", type=click.IntRange(1), default=50, show_default=True, help="measure every Nth record")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--progress/--no-progress", default=True)
+@cluster_options
+def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
+                  linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
+                  latency_sample: int, as_json: bool, progress: bool, bootstrap: str | None, rest: str | None,
+                  data_dir: str) -> None:
+    """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible."""
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    _ensure_topic(servers, topic, partitions, replication_factor, batch_size)
+    values = [os.urandom(record_size) for _ in range(256)]
+    keys = [os.urandom(key_size) for _ in range(65536)] if key_size else [None] * 65536
+    producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+                        compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20))
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+
+    def sampler(start: float) -> Any:
+        def done(_md: Any) -> None:
+            latencies.append((time.perf_counter() - start) * 1000)
+        return done
+
+    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
+    send = producer.send
+    t0 = time.perf_counter()
+    try:
+        for i in range(records):
+            key = keys[i & 65535]
+            if throughput > 0:
+                ahead = i / throughput - (time.perf_counter() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if i % latency_sample == 0:
+                send(topic, values[i & 255], key=key).add_callback(sampler(time.perf_counter())).add_errback(errors.append)
+            else:
+                send(topic, values[i & 255], key=key)
+            if i % 20_000 == 0:
+                bar.update(20_000 if i else 0)
+        producer.flush()
+    finally:
+        elapsed = time.perf_counter() - t0
+        bar.close()
+        producer.close()
+    if errors:
+        raise click.ClickException(f"{len(errors)} sampled sends failed, first: {errors[0]}")
+    res = {"records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
+           "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latency_ms": percentiles(latencies),
+           "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression}
+    _report("sent", res, as_json)
+
+
+@click.command("consume")
+@click.option("--topic", required=True)
+@click.option("--records", type=click.IntRange(1), default=1_000_000, show_default=True)
+@click.option("--fetch-max-bytes", type=click.IntRange(1024), default=64 << 20, show_default=True)
+@click.option("--max-partition-fetch-bytes", type=click.IntRange(1024), default=8 << 20, show_default=True)
+@click.option("--timeout-ms", type=click.IntRange(1), default=30_000, show_default=True, help="give up when idle this long")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--progress/--no-progress", default=True)
+@cluster_options
+def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int, timeout_ms: int,
+                  as_json: bool, progress: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    consumer = Consumer(servers, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
+                        max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=100_000,
+                        prefetch_bytes=2 * max_partition_fetch_bytes)
+    parts = consumer.cluster.partitions_for(topic, 10)
+    consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
+    consumer.seek_to_beginning()
+    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
+    n = 0
+    nbytes = 0
+    poll_ms: list[float] = []
+    t0 = time.perf_counter()
+    idle = t0
+    try:
+        while n < records:
+            t = time.perf_counter()
+            batch = consumer.poll(100)
+            poll_ms.append((time.perf_counter() - t) * 1000)
+            if not batch:
+                if (time.perf_counter() - idle) * 1000 > timeout_ms:
+                    raise click.ClickException(f"only {n} of {records} records arrived before {timeout_ms} ms of idleness")
+                continue
+            idle = time.perf_counter()
+            for r in batch:
+                nbytes += len(r.value or b"") + len(r.key or b"")
+            k = len(batch)
+            n += k
+            bar.update(k)
+        elapsed = time.perf_counter() - t0
+    finally:
+        bar.close()
+        consumer.close()
+    res = {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
+           "latency_ms": percentiles(poll_ms)}
+    _report("consumed", res, as_json)

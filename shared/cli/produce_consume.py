@@ -1,0 +1,101 @@
+"""``tidelog produce`` (lines from stdin) and ``tidelog consume`` (records to stdout)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.client import Consumer, Producer, TopicPartition
+from shared.errors import TidelogError
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--key-separator", default=None, help="split each line into key and value at the first SEP")
+@click.option("--acks", type=click.Choice(["all", "-1", "1", "0"]), default="all", show_default=True)
+@click.option("--partition", type=click.IntRange(0), default=None, help="send every record to this partition")
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default="none", show_default=True)
+@click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
+@cluster_options
+def produce(topic: str, key_separator: str | None, acks: str, partition: int | None, compression: str, linger_ms: int,
+            bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Send each line of standard input as a record to TOPIC."""
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    producer = Producer(servers, acks=acks, compression_type=compression, linger_ms=linger_ms)
+    futures = []
+    try:
+        for line in sys.stdin.buffer:
+            line = line.rstrip(b"\r\n")
+            key = None
+            if key_separator is not None:
+                sep = key_separator.encode()
+                if sep not in line:
+                    raise click.ClickException(f"line {len(futures) + 1} has no key separator {key_separator!r}")
+                key, line = line.split(sep, 1)
+            futures.append(producer.send(topic, line, key=key, partition=partition))
+        producer.flush()
+        for f in futures:
+            f.get()
+    except TidelogError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        producer.close()
+    click.echo(f"{len(futures)} records sent to {topic}", err=True)
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="start at the earliest offset (default: the end)")
+@click.option("--partition", type=click.IntRange(0), default=None, help="read only this partition")
+@click.option("--offset", type=click.IntRange(0), default=None, help="start offset (needs --partition)")
+@click.option("--max-messages", type=click.IntRange(1), default=None, help="exit after this many records")
+@click.option("--timeout-ms", type=click.IntRange(1), default=None, help="exit when no record arrives for this long")
+@click.option("--print-key", is_flag=True, help="print key<TAB>value")
+@click.option("--print-offset", is_flag=True, help="print partition:offset before each record")
+@cluster_options
+def consume(topic: str, from_beginning: bool, partition: int | None, offset: int | None, max_messages: int | None,
+            timeout_ms: int | None, print_key: bool, print_offset: bool,
+            bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Print the records of TOPIC, one value per line."""
+    if offset is not None and partition is None:
+        raise click.UsageError("--offset needs --partition")
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    consumer = Consumer(servers, auto_offset_reset="earliest" if from_beginning else "latest")
+    out = sys.stdout.buffer
+    count = 0
+    try:
+        parts = consumer.cluster.partitions_for(topic, 10)
+        if partition is not None and partition not in parts:
+            raise click.ClickException(f"{topic} has no partition {partition}")
+        tps = [TopicPartition(topic, p) for p in ([partition] if partition is not None else sorted(parts))]
+        consumer.assign(tps)
+        if offset is not None:
+            consumer.seek(tps[0], offset)
+        elif from_beginning:
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.seek_to_end(*tps)
+        idle_since = time.monotonic()
+        while max_messages is None or count < max_messages:
+            batch = consumer.poll(200, max_records=(max_messages - count) if max_messages else None)
+            if not batch:
+                if timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for r in batch:
+                prefix = f"{r.partition}:{r.offset}\t".encode() if print_offset else b""
+                key = (r.key or b"") + b"\t" if print_key else b""
+                out.write(prefix + key + (r.value or b"") + b"\n")
+                count += 1
+            out.flush()
+    except TidelogError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    click.echo(f"Processed a total of {count} messages", err=True)

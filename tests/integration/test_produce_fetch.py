@@ -1,0 +1,329 @@
+"""Topics, produce and fetch on a real cluster (3 brokers, real etcd), through gRPC, the client and the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import grpc
+import httpx
+import pytest
+
+from shared.client import Admin, Consumer, Producer, TopicPartition, partition_for_key
+from shared.errors import ErrorCode
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.records.batch import encode_batch, iter_records
+from tests.conftest import REPO, wait_for
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def env(cluster):
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    admin = Admin(bootstrap)
+    yield cluster, bootstrap, admin
+    admin.close()
+
+
+def brokers_by_id(cluster) -> dict[int, str]:
+    return {int(p.id): p.address for p in cluster.procs("broker")}
+
+
+def leader_stub(cluster, admin, topic: str, partition: int = 0):
+    desc = admin.describe_topic(topic)
+    leader = desc["partitions"][partition]["leader"]
+    return pb_grpc.BrokerStub(grpc.insecure_channel(brokers_by_id(cluster)[leader])), leader
+
+
+def produce_raw(stub, topic: str, partition: int, records: bytes, acks: int = -1) -> pb.ProducePartitionResponse:
+    resp = stub.Produce(pb.ProduceRequest(acks=acks, timeout_ms=5000, topics=[
+        pb.ProduceTopicData(name=topic, partitions=[pb.ProducePartitionData(partition=partition, records=records)])]), timeout=10)
+    return resp.topics[0].partitions[0]
+
+
+def fetch_raw(stub, topic: str, partition: int, offset: int, max_wait_ms: int = 0, min_bytes: int = 1) -> pb.FetchPartitionResponse:
+    resp = stub.Fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, topics=[
+        pb.FetchTopic(name=topic, partitions=[pb.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])]),
+        timeout=30)
+    return resp.topics[0].partitions[0]
+
+
+def consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int, timeout: float = 30) -> dict[int, list]:
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        got: dict[int, list] = defaultdict(list)
+        deadline = time.monotonic() + timeout
+        n = 0
+        while n < expected and time.monotonic() < deadline:
+            for r in consumer.poll(500):
+                got[r.partition].append(r)
+                n += 1
+        return got
+    finally:
+        consumer.close()
+
+
+def test_round_trip_across_partitions_with_keys_on_kafkas_partitions(env) -> None:
+    cluster, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=6)
+    keys = [f"user-{i}".encode() for i in range(60)]
+    with Producer(bootstrap, linger_ms=2) as producer:
+        futures = [(k, i, producer.send(topic, f"v{i}".encode(), key=k, headers=[("n", str(i).encode())]))
+                   for i in range(600) for k in [keys[i % 60]]]
+        producer.flush()
+        metas = [(k, i, f.get(10)) for k, i, f in futures]
+    for k, _, md in metas:
+        assert md.partition == partition_for_key(k, 6)
+    got = consume_all(bootstrap, topic, list(range(6)), 600)
+    assert sum(len(v) for v in got.values()) == 600
+    for p, recs in got.items():
+        offsets = [r.offset for r in recs]
+        assert offsets == list(range(len(recs))), "dense offsets, in order, exactly once"
+        for r in recs:
+            assert partition_for_key(r.key, 6) == p
+            assert r.value == f"v{int(r.headers[0][1])}".encode()
+            assert r.topic == topic and r.timestamp > 0
+    by_value = {md.offset: (md.partition, i) for _, i, md in metas}
+    assert len(by_value) <= 600
+
+
+def test_acks_zero_and_one_and_compression(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    for acks, comp in ((0, "none"), (1, "gzip"), ("all", "lz4"), (1, "zstd"), (1, "snappy")):
+        with Producer(bootstrap, acks=acks, compression_type=comp) as p:
+            for i in range(50):
+                p.send(topic, f"{acks}-{comp}-{i}".encode())
+    got = consume_all(bootstrap, topic, [0], 250)
+    assert [r.value for r in got[0]][:50] == [f"0-none-{i}".encode() for i in range(50)]
+    assert len(got[0]) == 250
+
+
+def test_long_poll_returns_early_when_data_arrives_and_after_max_wait_otherwise(env) -> None:
+    cluster, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stub, _ = leader_stub(cluster, admin, topic)
+    t0 = time.monotonic()
+    empty = fetch_raw(stub, topic, 0, 0, max_wait_ms=600)
+    waited = time.monotonic() - t0
+    assert empty.error_code == 0 and empty.records == b"" and 0.55 <= waited < 3
+    timer = threading.Timer(0.4, lambda: produce_raw(stub, topic, 0, encode_batch([(1, None, b"wake", None)])))
+    timer.start()
+    t0 = time.monotonic()
+    got = fetch_raw(stub, topic, 0, 0, max_wait_ms=10_000)
+    waited = time.monotonic() - t0
+    timer.join()
+    assert [r.value for r in iter_records(got.records)] == [b"wake"]
+    assert 0.3 <= waited < 3, waited
+
+
+def test_out_of_range_unknown_topic_and_not_leader(env) -> None:
+    cluster, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stub, leader = leader_stub(cluster, admin, topic)
+    assert produce_raw(stub, topic, 0, encode_batch([(1, None, b"x", None)] * 3)).error_code == 0
+    assert fetch_raw(stub, topic, 0, 99).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert fetch_raw(stub, topic, 0, 3).error_code == 0  # the log end offset itself is fine: nothing yet
+    assert fetch_raw(stub, "no-such-topic", 0, 0).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce_raw(stub, "no-such-topic", 0, encode_batch([(1, None, b"x", None)])).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce_raw(stub, topic, 7, encode_batch([(1, None, b"x", None)])).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    other = next(addr for bid, addr in brokers_by_id(cluster).items() if bid != leader)
+    other_stub = pb_grpc.BrokerStub(grpc.insecure_channel(other))
+    assert produce_raw(other_stub, topic, 0, encode_batch([(1, None, b"x", None)])).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert fetch_raw(other_stub, topic, 0, 0).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    md = other_stub.Metadata(pb.MetadataRequest(topics=[topic, "no-such-topic"]))
+    assert md.topics[0].partitions[0].leader == leader
+    assert md.topics[1].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    bad_acks = stub.Produce(pb.ProduceRequest(acks=2, topics=[pb.ProduceTopicData(name=topic, partitions=[
+        pb.ProducePartitionData(partition=0, records=encode_batch([(1, None, b"x", None)]))])]))
+    assert bad_acks.topics[0].partitions[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def test_corrupt_and_oversized_batches_are_rejected_and_the_log_is_untouched(env) -> None:
+    cluster, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1, configs={"max.message.bytes": 10_000})
+    stub, _ = leader_stub(cluster, admin, topic)
+    good = encode_batch([(1, b"k", b"good", None)])
+    assert produce_raw(stub, topic, 0, good).base_offset == 0
+    before = fetch_raw(stub, topic, 0, 0).records
+    bad_crc = bytearray(encode_batch([(1, b"k", b"evil", None)]))
+    bad_crc[-1] ^= 0xFF
+    for payload in (bytes(bad_crc), good + bytes(bad_crc), good[:40], b"\x00" * 100, os.urandom(500), good + good[:10]):
+        r = produce_raw(stub, topic, 0, payload)
+        assert r.error_code == ErrorCode.CORRUPT_MESSAGE, r
+        assert r.error_message
+    big = encode_batch([(1, None, os.urandom(20_000), None)])
+    assert produce_raw(stub, topic, 0, big).error_code == ErrorCode.MESSAGE_TOO_LARGE
+    after = fetch_raw(stub, topic, 0, 0)
+    assert after.records == before and after.high_watermark == 1
+    assert produce_raw(stub, topic, 0, good).base_offset == 1  # and the partition still works
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    with Producer(bootstrap) as p:
+        for i in range(10):
+            p.send(topic, b"x", timestamp=1_000_000 + i * 100)
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap) as c:
+        c.assign([tp])
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        assert c.end_offsets([tp]) == {tp: 10}
+        assert c.offsets_for_times({tp: 1_000_450}) == {tp: (5, 1_000_500)}
+        assert c.offsets_for_times({tp: 9_000_000}) == {tp: None}
+        c.seek(tp, 7)
+        assert [r.offset for r in c.poll(5000)] == [7, 8, 9]
+        assert c.position(tp) == 10
+        c.seek_to_beginning(tp)
+        assert c.position(tp) == 0
+
+
+def test_many_producers_and_consumers_at_once_exactly_once_in_order(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=4)
+    per_producer = 2000
+    errors: list[BaseException] = []
+
+    def run_producer(pid: int) -> None:
+        try:
+            with Producer(bootstrap, linger_ms=1, batch_size=4096) as p:
+                for i in range(per_producer):
+                    p.send(topic, f"{pid}:{i}".encode(), partition=i % 4)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    results: dict[int, dict[int, list]] = {}
+
+    def run_consumer(cid: int, parts: list[int]) -> None:
+        results[cid] = consume_all(bootstrap, topic, parts, 3 * per_producer * len(parts) // 4, timeout=60)
+
+    producers = [threading.Thread(target=run_producer, args=(i,)) for i in range(3)]
+    consumers = [threading.Thread(target=run_consumer, args=(0, [0, 1])), threading.Thread(target=run_consumer, args=(1, [2, 3]))]
+    for t in producers + consumers:
+        t.start()
+    for t in producers + consumers:
+        t.join(90)
+    assert not errors
+    seen = []
+    for by_part in results.values():
+        for p, recs in by_part.items():
+            assert [r.offset for r in recs] == list(range(len(recs)))
+            last: dict[str, int] = {}
+            for r in recs:
+                pid, i = r.value.decode().split(":")
+                assert int(i) % 4 == p
+                assert int(i) > last.get(pid, -1), "each producer's records stay in order within a partition"
+                last[pid] = int(i)
+                seen.append(r.value)
+    assert sorted(seen) == sorted(f"{pid}:{i}".encode() for pid in range(3) for i in range(per_producer))
+
+
+def test_rest_validation_errors(env) -> None:
+    cluster, _, admin = env
+    rest = cluster.rest
+    topic = unique()
+    ok = httpx.post(f"{rest}/v1/topics", json={"name": topic, "partitions": 2})
+    assert ok.status_code == 201
+    cases = [
+        ({"name": topic}, 409, "TOPIC_ALREADY_EXISTS"),
+        ({"name": "bad name!"}, 400, "INVALID_TOPIC_EXCEPTION"),
+        ({"name": "x" * 250}, 400, "INVALID_TOPIC_EXCEPTION"),
+        ({"name": topic.replace("-", ".")}, 201, None),
+        ({"name": unique(), "configs": {"retention.ms": "soon"}}, 400, "INVALID_CONFIG"),
+        ({"name": unique(), "configs": {"no.such.config": "1"}}, 400, "INVALID_CONFIG"),
+        ({"name": unique(), "configs": {"cleanup.policy": "shred"}}, 400, "INVALID_CONFIG"),
+        ({"name": unique(), "replication_factor": 9}, 400, "INVALID_REPLICATION_FACTOR"),
+        ({"name": unique(), "partitions": 0}, 400, "INVALID_REQUEST"),
+        ({"partitions": 1}, 400, "INVALID_REQUEST"),
+        ({"name": unique(), "partitions": "many"}, 400, "INVALID_REQUEST"),
+    ]
+    for body, status, error in cases:
+        r = httpx.post(f"{rest}/v1/topics", json=body)
+        assert r.status_code == status, (body, r.text)
+        if error:
+            assert r.json()["error"] == error and r.json()["message"], r.text
+    r = httpx.post(f"{rest}/v1/topics", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert httpx.get(f"{rest}/v1/topics/nope").status_code == 404
+    assert httpx.delete(f"{rest}/v1/topics/nope").status_code == 404
+    assert httpx.patch(f"{rest}/v1/topics/{topic}/configs", json={"configs": {"retention.ms": -5}}).status_code == 400
+    assert httpx.post(f"{rest}/v1/topics/{topic}/partitions", json={"partitions": 1}).status_code == 400
+    d = httpx.patch(f"{rest}/v1/topics/{topic}/configs", json={"configs": {"retention.ms": 60000}}).json()
+    assert d["configs"]["retention.ms"] == 60000 and d["config_overrides"] == {"retention.ms": 60000}
+    d = httpx.patch(f"{rest}/v1/topics/{topic}/configs", json={"configs": {"retention.ms": None}}).json()
+    assert d["config_overrides"] == {} and d["configs"]["retention.ms"] == 604_800_000
+    d = httpx.post(f"{rest}/v1/topics/{topic}/partitions", json={"partitions": 5}).json()
+    assert len(d["partitions"]) == 5
+    # writes through either controller: the standby forwards to the active one
+    for url in cluster.info["rest_urls"]:
+        name = unique()
+        assert httpx.post(f"{url}/v1/topics", json={"name": name}).status_code == 201
+        assert name in httpx.get(f"{url}/v1/topics").json()["topics"]
+
+
+def test_delete_topic_removes_logs_and_recreate_starts_empty(env) -> None:
+    cluster, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=3)
+    with Producer(bootstrap) as p:
+        for i in range(30):
+            p.send(topic, b"old", partition=i % 3)
+    dirs = lambda: [d for p in cluster.procs("broker")  # noqa: E731
+                    for d in os.listdir(os.path.join(cluster.info["data_dir"], f"broker-{p.id}")) if d.startswith(topic + "-")]
+    wait_for(lambda: len(dirs()) == 3, 10, what="partition dirs")
+    admin.delete_topic(topic)
+    wait_for(lambda: not dirs(), 10, what="partition dirs deleted")
+    admin.create_topic(topic, partitions=1)
+    with Producer(bootstrap) as p:
+        assert p.send(topic, b"new").get(10).offset == 0
+
+
+def test_cli_topics_produce_consume(env) -> None:
+    cluster, _, _ = env
+    topic = unique("cli")
+    base = [sys.executable, "-m", "shared.cli.main"]
+    dd = ["--data-dir", cluster.info["data_dir"]]
+
+    def run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(base + args + dd, input=stdin, capture_output=True, text=True, timeout=60, cwd=REPO)
+
+    r = run(["topics", "create", topic, "--partitions", "2", "--config", "retention.ms=3600000"])
+    assert r.returncode == 0, r.stderr
+    assert topic in run(["topics", "list"]).stdout
+    d = run(["topics", "describe", topic])
+    assert "PartitionCount: 2" in d.stdout and "retention.ms=3600000" in d.stdout
+    r = run(["produce", topic, "--key-separator", ":"], stdin="k1:hello\nk2:world\nk1:again\n")
+    assert r.returncode == 0 and "3 records sent" in r.stderr, r.stderr
+    r = run(["consume", topic, "--from-beginning", "--max-messages", "3", "--print-key"])
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["k1\tagain", "k1\thello", "k2\tworld"]
+    p = partition_for_key(b"k1", 2)
+    in_p = [v for k, v in (("k1", "hello"), ("k2", "world"), ("k1", "again")) if partition_for_key(k.encode(), 2) == p]
+    r = run(["consume", topic, "--partition", str(p), "--offset", "1", "--max-messages", "1"])
+    assert r.stdout.strip() == in_p[1]
+    r = run(["consume", topic, "--timeout-ms", "500"])  # from the end: nothing, exits when idle
+    assert r.returncode == 0 and r.stdout == ""
+    bad = run(["topics", "create", "bad name"])
+    assert bad.returncode == 1 and "illegal" in bad.stderr
+    bad = run(["topics", "create", topic + "x", "--config", "novalue"])
+    assert bad.returncode == 2 and "key=value" in bad.stderr
+    r = run(["topics", "delete", topic])
+    assert r.returncode == 0 and topic not in run(["topics", "list"]).stdout
