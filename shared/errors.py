@@ -56,6 +56,11 @@ class ErrorCode(IntEnum):
     UNKNOWN_PRODUCER_ID = 59
     KAFKA_STORAGE_ERROR = 56
     OFFSET_NOT_AVAILABLE = 78
+    INELIGIBLE_REPLICA = 107
+    INVALID_UPDATE_VERSION = 95
+    NEW_LEADER_ELECTED = 108
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELECTION_NOT_NEEDED = 84
 
 
 #: Codes a client may retry after refreshing metadata or backing off.

@@ -15,6 +15,7 @@ from pydantic import Field
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer
+from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import Service, run
 from shared.settings import ServiceSettings
@@ -27,6 +28,11 @@ class BrokerSettings(ServiceSettings):
     housekeeping_interval_ms: int = Field(
         1000, ge=10, le=600_000, description="how often retention, flush.ms and HW checkpoints run"
     )
+    replica_lag_time_max_ms: int = Field(30_000, ge=100, le=3_600_000, description="replica.lag.time.max.ms")
+    replica_fetch_wait_max_ms: int = Field(500, ge=1, le=60_000, description="replica.fetch.wait.max.ms")
+    controlled_shutdown_enable: bool = Field(True, description="controlled.shutdown.enable")
+    controlled_shutdown_timeout_ms: int = Field(10_000, ge=0, le=600_000,
+                                                description="how long a stopping broker waits for its leaderships to move")
 
 
 class Broker(Service[BrokerSettings]):
@@ -36,12 +42,28 @@ class Broker(Service[BrokerSettings]):
         super().__init__(settings)
         # A new incarnation per process start, so a restarted broker is told apart from its past self.
         self.incarnation = f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
-        self.replicas = ReplicaManager(settings.id, settings.data_dir)
+        self.replicas = ReplicaManager(settings.id, settings.data_dir,
+                                       replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+                                       replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms)
         self.metadata = MetadataCache(self.store, self._on_metadata)
         self._tasks: list[asyncio.Task[Any]] = []
+        self._pid_next = 0
+        self._pid_end = 0
+        self._pid_lock = asyncio.Lock()
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        pb_grpc.add_BrokerServicer_to_server(BrokerServicer(self.replicas, self.settings.id), server)
+        pb_grpc.add_BrokerServicer_to_server(
+            BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
+
+    async def allocate_producer_id(self) -> int:
+        """Producer ids come from blocks of 1000 reserved atomically in etcd."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_end:
+                self._pid_next = await self.store.allocate_block(self.store.keys.producer_ids(), 1000)
+                self._pid_end = self._pid_next + 1000
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
 
     async def _on_metadata(self, view: ClusterView) -> None:
         await self.replicas.apply_metadata(view)
@@ -52,22 +74,58 @@ class Broker(Service[BrokerSettings]):
             self.store.keys.broker(s.id),
             {"id": s.id, "address": self.address, "rack": s.rack, "incarnation": self.incarnation},
             s.session_timeout_s,
+            on_lost=self._on_lease_lost,
         )
         await self.metadata.start()
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self._isr_loop()))
+
+    def _on_lease_lost(self) -> None:
+        self.replicas.fence()
+        self.metadata.refresh_soon()
+
+    async def _isr_loop(self) -> None:
+        interval = min(0.1, self.settings.replica_lag_time_max_ms / 4000)
+        while True:
+            await asyncio.sleep(interval)
+            self.replicas.maintain_isr()
 
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(self.settings.housekeeping_interval_ms / 1000)
             self.replicas.housekeeping()
 
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away, then wait until metadata shows it."""
+        deadline = asyncio.get_running_loop().time() + self.settings.controlled_shutdown_timeout_ms / 1000
+        while asyncio.get_running_loop().time() < deadline:
+            stub = self.replicas._controller_stub()
+            if stub is not None:
+                try:
+                    resp = await stub.ControlledShutdown(pb.ControlledShutdownRequest(
+                        broker_id=self.settings.id, incarnation=self.incarnation), timeout=5)
+                    if resp.error_code == 0:
+                        while self.replicas.leader_count() > resp.remaining_leaderships:
+                            if asyncio.get_running_loop().time() >= deadline:
+                                break
+                            await asyncio.sleep(0.02)
+                        log.info("controlled shutdown done", extra={"still_leading": self.replicas.leader_count()})
+                        return
+                except grpc.aio.AioRpcError as exc:
+                    log.info("controlled shutdown request failed", extra={"error": str(exc.code())})
+            await asyncio.sleep(0.2)
+        log.warning("controlled shutdown timed out")
+
     async def stop(self) -> None:
+        if self.settings.controlled_shutdown_enable and self.replicas.leader_count():
+            with contextlib.suppress(Exception):
+                await self._controlled_shutdown()
         for t in self._tasks:
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        self.replicas.close()
+        await self.replicas.close()
 
     def ready_info(self) -> dict[str, Any]:
         return {**super().ready_info(), "rack": self.settings.rack}

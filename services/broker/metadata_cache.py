@@ -56,6 +56,18 @@ class MetadataCache:
         self.store.watch_prefix(self.keys.partitions_prefix(), self._on_partitions, "partitions")
         self.store.watch_prefix(self.keys.controller(), self._on_controller, "controller")
 
+    def refresh_soon(self) -> None:
+        """Re-read everything (after a lease loss the watches may have missed events)."""
+
+        async def reload() -> None:
+            self._on_brokers_snapshot = await self.store.get_prefix(self.keys.brokers_prefix())
+            await self._on_brokers(self._on_brokers_snapshot)
+            await self._on_topics(await self.store.get_prefix(self.keys.topics_prefix()))
+            await self._on_partitions(await self.store.get_prefix(self.keys.partitions_prefix()))
+            await self._on_controller(await self.store.get_prefix(self.keys.controller()))
+
+        self.store.spawn(reload(), "metadata reload")
+
     async def _changed(self, what: str) -> None:
         self._loaded[what] = True
         if all(self._loaded.values()):

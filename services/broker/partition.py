@@ -16,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
+from services.broker.log.partition_log import validate_batches
+from services.broker.producer_state import ProducerStateManager
 from shared.errors import (
+    CorruptRecordError,
     ErrorCode,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
@@ -53,6 +56,11 @@ class Partition:
         self.min_insync_replicas = 1
         self.followers: dict[int, FollowerState] = {}
         self.high_watermark = min(self._read_hw(), log.log_end_offset)
+        self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
+        self.isr_change_in_flight = False
+        self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
+        self.producers = ProducerStateManager()
+        self.producers.rebuild(log.iter_headers())
         self._changed = asyncio.Event()
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
@@ -61,7 +69,7 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
+        return self.leader_id == self.broker_id and not self.fenced
 
     @property
     def log_end_offset(self) -> int:
@@ -69,18 +77,27 @@ class Partition:
 
     def update_state(self, leader: int, leader_epoch: int, isr: list[int], replicas: list[int],
                      partition_epoch: int, min_insync_replicas: int) -> None:
-        became_leader = leader == self.broker_id and (not self.is_leader or leader_epoch != self.leader_epoch)
+        """Apply the controller's view; returns nothing. Leadership changes fail pending acks=all waits."""
+        was_leader = self.is_leader
+        old_epoch = self.leader_epoch
+        became_leader = leader == self.broker_id and (not was_leader or leader_epoch != old_epoch)
+        if partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch and not self.fenced:
+            return  # an older state than one we already applied (e.g. our own AlterPartition result)
+        self.fenced = False
         self.leader_id = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.isr = list(isr)
         self.replicas = list(replicas)
         self.min_insync_replicas = min_insync_replicas
+        self.pending_isr = None
         if became_leader:
             now = self.clock()
             self.followers = {r: FollowerState(last_caught_up_ms=now) for r in replicas if r != self.broker_id}
         elif not self.is_leader:
             self.followers = {}
+            if was_leader:
+                self.fail_waiters()
         self._maybe_advance_hw()
 
     def check_epoch(self, epoch: int) -> None:
@@ -96,14 +113,56 @@ class Partition:
     def append_as_leader(self, records: bytes, acks: int) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        view = memoryview(records)
+        batches = validate_batches(view, self.log.config.max_message_bytes, from_producer=True)
+        idempotent = [h for _, h in batches if h.producer_id >= 0]
+        if idempotent:
+            if len(batches) != 1:
+                raise CorruptRecordError("an idempotent produce must carry exactly one batch per partition")
+            dup = self.producers.check(idempotent[0])
+            if dup is not None:
+                # Already written: acknowledge again with the original offsets, write nothing.
+                h = idempotent[0]
+                return AppendInfo(dup.first_offset, dup.last_offset, h.max_timestamp, -1, 0, 0,
+                                  self.log.log_start_offset, ())
         if acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"{self.tp}: ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_validated(view, batches, self.leader_epoch)
+        for h, first, last in info.batches:
+            self.producers.update(h, first, last)
         self._maybe_advance_hw()
         self._notify()
         return info
+
+    def append_as_follower(self, records: bytes) -> AppendInfo:
+        info = self.log.append_as_follower(records)
+        for h, first, last in info.batches:
+            self.producers.update(h, first, last)
+        self._notify()
+        return info
+
+    def follower_update_hw(self, leader_hw: int) -> None:
+        new_hw = min(leader_hw, self.log_end_offset)
+        if new_hw > self.high_watermark:
+            self.set_high_watermark(new_hw)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop a divergent tail (follower); producer state is rebuilt from what remains."""
+        if offset >= self.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        self.producers.rebuild(self.log.iter_headers())
+        if self.high_watermark > self.log_end_offset:
+            self.high_watermark = self.log_end_offset
+        self._notify()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers.rebuild(())
+        self.high_watermark = offset
+        self._notify()
 
     async def wait_for_hw(self, offset: int, timeout_s: float) -> bool:
         """True once the high watermark reaches ``offset``; False on timeout or loss of leadership."""
@@ -124,7 +183,8 @@ class Partition:
             return
         leo = self.log_end_offset
         candidates = [leo]
-        for r in self.isr:
+        isr = self.isr if self.pending_isr is None else sorted(set(self.isr) | set(self.pending_isr))
+        for r in isr:
             if r == self.broker_id:
                 continue
             st = self.followers.get(r)
@@ -152,6 +212,31 @@ class Partition:
         if fetch_offset >= self.log_end_offset:
             st.last_caught_up_ms = now
         self._maybe_advance_hw()
+
+    def isr_expansion_candidates(self, lag_time_max_ms: int) -> list[int]:
+        """Followers outside the ISR that are fetching and have caught up to the high watermark (and this epoch)."""
+        if not self.is_leader:
+            return []
+        now = self.clock()
+        epoch_start = self.log.epochs.end_offset_for(self.leader_epoch - 1, self.log_end_offset)[1]
+        return [r for r, st in self.followers.items()
+                if r not in self.isr and st.log_end_offset >= self.high_watermark
+                and st.log_end_offset >= max(epoch_start, 0)
+                and now - st.last_caught_up_ms < lag_time_max_ms / 2 and now - st.last_fetch_ms < lag_time_max_ms / 2]
+
+    def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
+        """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
+        if not self.is_leader:
+            return []
+        now = self.clock()
+        out = []
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            st = self.followers.get(r)
+            if st is None or now - st.last_caught_up_ms > lag_time_max_ms:
+                out.append(r)
+        return out
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import grpc
+
 from services.broker.log import PartitionLog
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
+from services.broker.replica_fetcher import ReplicaFetcher
 from shared.config import LogConfig, effective_configs
 from shared.errors import (
     ErrorCode,
@@ -26,6 +29,8 @@ from shared.errors import (
     TidelogError,
     UnknownTopicOrPartitionError,
 )
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.batch import HEADER_SIZE, LOG_OVERHEAD
 from shared.types import TopicPartition
 
@@ -82,13 +87,19 @@ def _first_batch_size(data: bytes) -> int:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms, *,
+                 replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
         self.view = ClusterView()
         self._stray_check_done = False
+        self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
+        self._isr_tasks: set[asyncio.Task[None]] = set()
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -118,6 +129,89 @@ class ReplicaManager:
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
+        await self._update_fetchers()
+
+    async def _update_fetchers(self) -> None:
+        """Follow each partition's leader with the fetcher for that leader broker."""
+        wanted: dict[int, dict[TopicPartition, int]] = {}
+        for tp, part in self.partitions.items():
+            leader = part.leader_id
+            if part.is_leader or leader < 0 or leader == self.broker_id or leader not in self.view.brokers:
+                continue
+            wanted.setdefault(leader, {})[tp] = part.leader_epoch
+        for leader_id, fetcher in list(self.fetchers.items()):
+            address = self.view.brokers.get(leader_id, {}).get("address")
+            if leader_id not in wanted or fetcher.address != address:
+                del self.fetchers[leader_id]
+                await fetcher.close()
+        for leader_id, tps in wanted.items():
+            fetcher = self.fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[leader_id] = ReplicaFetcher(
+                    self, leader_id, self.view.brokers[leader_id]["address"], max_wait_ms=self.replica_fetch_wait_max_ms)
+            for tp in list(fetcher.partitions):
+                if tp not in tps:
+                    fetcher.remove(tp)
+            for tp, epoch in tps.items():
+                fetcher.add(tp, epoch)
+
+    def fence(self) -> None:
+        """Our etcd lease expired (e.g. we were paused): act as leader of nothing until metadata is re-read."""
+        for part in self.partitions.values():
+            if part.is_leader:
+                part.fenced = True
+                part.fail_waiters()
+        log.warning("lease lost: leadership fenced until metadata is refreshed")
+
+    # -- ISR maintenance -----------------------------------------------------------------------------
+
+    def maintain_isr(self) -> None:
+        """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller."""
+        for part in self.partitions.values():
+            if not part.is_leader or part.isr_change_in_flight:
+                continue
+            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms)
+            expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
+            if not shrink and not expand:
+                continue
+            new_isr = [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand]
+            task = asyncio.ensure_future(self._alter_partition(part, new_isr))
+            self._isr_tasks.add(task)
+            task.add_done_callback(self._isr_tasks.discard)
+
+    def _controller_stub(self) -> pb_grpc.ControllerStub | None:
+        ctl = self.view.controller
+        if not ctl:
+            return None
+        address = ctl["address"]
+        if self._controller_channel is None or self._controller_channel[0] != address:
+            if self._controller_channel is not None:
+                asyncio.ensure_future(self._controller_channel[1].close())
+            self._controller_channel = (address, grpc.aio.insecure_channel(address))
+        return pb_grpc.ControllerStub(self._controller_channel[1])
+
+    async def _alter_partition(self, part: Partition, new_isr: list[int]) -> None:
+        stub = self._controller_stub()
+        if stub is None:
+            return
+        part.isr_change_in_flight = True
+        part.pending_isr = new_isr
+        try:
+            resp = await stub.AlterPartition(pb.AlterPartitionRequest(
+                broker_id=self.broker_id, topic=part.tp.topic, partition=part.tp.partition,
+                leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
+            if resp.error_code == 0:
+                log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
+                part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
+                                  resp.partition_epoch, part.min_insync_replicas)
+            else:
+                log.info("AlterPartition refused", extra={"tp": str(part.tp), "error": ErrorCode(resp.error_code).name})
+        except grpc.aio.AioRpcError as exc:
+            log.info("AlterPartition failed", extra={"tp": str(part.tp), "error": str(exc.code())})
+        finally:
+            part.isr_change_in_flight = False
+            part.pending_isr = None
+            part._maybe_advance_hw()
 
     def _open(self, tp: TopicPartition, topic_id: str, overrides: dict[str, object]) -> Partition:
         path = self._dir(tp)
@@ -275,6 +369,21 @@ class ReplicaManager:
                 part.log.maybe_flush()
                 part.checkpoint_hw()
 
-    def close(self) -> None:
+    def leader_count(self) -> int:
+        return sum(1 for p in self.partitions.values() if p.is_leader)
+
+    def offsets_for_leader_epoch(self, tp: TopicPartition, current_epoch: int, epoch: int) -> tuple[int, int]:
+        part = self.leader_partition(tp)
+        part.check_epoch(current_epoch)
+        return part.log.epochs.end_offset_for(epoch, part.log_end_offset)
+
+    async def close(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.close()
+        self.fetchers.clear()
+        for task in list(self._isr_tasks):
+            task.cancel()
+        if self._controller_channel is not None:
+            await self._controller_channel[1].close()
         for tp in list(self.partitions):
             self._remove(tp, delete=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -21,9 +21,11 @@ MAX_IN_FLIGHT_PER_STREAM = 16
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
-    def __init__(self, rm: ReplicaManager, broker_id: int) -> None:
+    def __init__(self, rm: ReplicaManager, broker_id: int,
+                 allocate_producer_id: Callable[[], Awaitable[int]] | None = None) -> None:
         self.rm = rm
         self.broker_id = broker_id
+        self.allocate_producer_id = allocate_producer_id
 
     # -- metadata --------------------------------------------------------------------------------
 
@@ -133,6 +135,32 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 except TidelogError as exc:
                     tr.partitions.add(partition=p.partition, error_code=exc.code, error_message=str(exc), offset=-1)
         return resp
+
+
+    async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest, context: Any) -> pb.OffsetsForLeaderEpochResponse:
+        resp = pb.OffsetsForLeaderEpochResponse()
+        for t in request.topics:
+            tr = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                try:
+                    epoch, end = self.rm.offsets_for_leader_epoch(TopicPartition(t.name, p.partition),
+                                                                  p.current_leader_epoch, p.leader_epoch)
+                    tr.partitions.add(partition=p.partition, leader_epoch=epoch, end_offset=end)
+                except TidelogError as exc:
+                    tr.partitions.add(partition=p.partition, error_code=exc.code, leader_epoch=-1, end_offset=-1)
+        return resp
+
+    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
+        if request.transactional_id:
+            return pb.InitProducerIdResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1)
+        if self.allocate_producer_id is None:
+            return pb.InitProducerIdResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+        try:
+            pid = await self.allocate_producer_id()
+        except Exception:
+            log.exception("producer id allocation failed")
+            return pb.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+        return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=0)
 
 
 async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:

@@ -9,12 +9,16 @@ import socket
 import uuid
 from typing import Any
 
+import grpc
 import uvicorn
 from pydantic import Field
 
 from services.controller.election import ControllerElection, ControllerIdentity
+from services.controller.grpc_api import ControllerServicer
+from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
+from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -24,6 +28,10 @@ log = logging.getLogger(__name__)
 class ControllerSettings(ServiceSettings):
     rest_host: str = Field("127.0.0.1", description="REST admin API listen address")
     rest_port: int = Field(0, ge=0, le=65535, description="REST admin API port (0: any free port)")
+    auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: int = Field(
+        300, ge=1, le=86_400, description="leader.imbalance.check.interval.seconds"
+    )
 
 
 class Controller(Service[ControllerSettings]):
@@ -34,8 +42,12 @@ class Controller(Service[ControllerSettings]):
         self.rest_url = ""
         self.election: ControllerElection | None = None
         self.topics: TopicManager | None = None
+        self.partitions: PartitionController | None = None
         self._rest: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+
+    def add_servicers(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_ControllerServicer_to_server(ControllerServicer(self), server)
 
     async def start(self) -> None:
         s = self.settings
@@ -58,7 +70,12 @@ class Controller(Service[ControllerSettings]):
             self.store, ControllerIdentity(s.id, self.address, self.rest_url), s.session_timeout_s
         )
         self.topics = TopicManager(self.store, self.election)
+        self.partitions = PartitionController(
+            self.store, self.election, auto_leader_rebalance=s.auto_leader_rebalance_enable,
+            rebalance_interval_s=s.leader_imbalance_check_interval_seconds,
+        )
         self._tasks.append(asyncio.create_task(self.election.run()))
+        self._tasks.append(asyncio.create_task(self.partitions.run()))
         while not self._rest.started:
             await asyncio.sleep(0.02)
 

@@ -432,7 +432,7 @@ class Consumer:
             resp = fut.result()
         except grpc.RpcError as exc:
             if not self._closed:
-                log.warning("fetch failed: %s", exc.code())
+                log.debug("fetch failed: %s", exc.code())
                 self._refresh_soon()
             return
         refresh = False
@@ -474,7 +474,7 @@ class Consumer:
         try:
             self.cluster.refresh()
         except TidelogError as exc:
-            log.warning("metadata refresh failed: %s", exc)
+            log.debug("metadata refresh failed: %s", exc)
 
     def highwater(self, partition: TopicPartition) -> int:
         return self._state(TopicPartition(*partition)).high_watermark

@@ -196,7 +196,7 @@ class ProduceConnection:
                 self.producer._on_response(entry, resp)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED or not self.producer._closing:
-                log.warning("produce stream to broker %s failed: %s", self.broker_id, exc.code())
+                log.debug("produce stream to broker %s failed: %s", self.broker_id, exc.code())
         finally:
             with self.lock:
                 self.broken = True
@@ -224,7 +224,7 @@ class Producer:
         linger_ms: float = 5,
         batch_size: int = 16_384,
         compression_type: str | None = None,
-        enable_idempotence: bool = False,
+        enable_idempotence: bool | None = None,
         retries: int = 2_147_483_647,
         retry_backoff_ms: int = 100,
         delivery_timeout_ms: int = 120_000,
@@ -237,10 +237,18 @@ class Producer:
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
-        if enable_idempotence:
-            raise NotImplementedError("enable_idempotence=True is not supported yet")
+        if enable_idempotence and _ACKS[acks] != -1:
+            raise ValueError("enable_idempotence=True requires acks='all' (as in Kafka)")
+        if max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         tune_allocator()
         self.acks = _ACKS[acks]
+        # Kafka's default: idempotence on, unless acks was set to something other than all.
+        self.idempotent = self.acks == -1 if enable_idempotence is None else enable_idempotence
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._inflight_tps: set[TopicPartition] = set()
         self.compression = CompressionType.parse(compression_type)
         self.batch_size = batch_size
         self.retries = retries
@@ -352,10 +360,16 @@ class Producer:
                     for t, parts in snap.topics.items():
                         self._partition_counts[t] = len(parts)
                 except TidelogError as exc:
-                    log.warning("metadata refresh failed: %s", exc)
+                    log.debug("metadata refresh failed: %s", exc)
                     time.sleep(self.retry_backoff_s)
+            if self.idempotent and self.producer_id < 0 and acc.has_unsent():
+                if not self._init_producer_id():
+                    time.sleep(self.retry_backoff_s)
+                    continue
             now = time.monotonic()
             muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
+            if self.idempotent:
+                muted |= self._inflight_tps  # one batch in flight per partition keeps sequences in order
             batches, wait = acc.drain_ready(now, muted)
             if batches:
                 self._send_batches(batches)
@@ -365,7 +379,29 @@ class Producer:
             acc.wakeup.wait(wait)
             acc.wakeup.clear()
 
+    def _init_producer_id(self) -> bool:
+        """Get a producer id for idempotent sends (any broker allocates one)."""
+        try:
+            snap = self.cluster.snapshot if self.cluster.snapshot.brokers else self.cluster.refresh()
+            for address in list(snap.brokers.values()) + self.cluster.bootstrap:
+                try:
+                    resp = self.cluster.stub(address).InitProducerId(pb.InitProducerIdRequest(), timeout=5)
+                except grpc.RpcError:
+                    continue
+                if resp.error_code == 0:
+                    self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                    return True
+        except TidelogError as exc:
+            log.warning("InitProducerId failed: %s", exc)
+        return False
+
+    def _release(self, batch: ProducerBatch) -> None:
+        if self.idempotent:
+            self._inflight_tps.discard(batch.tp)
+            self.accumulator.wakeup.set()
+
     def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError) -> None:
+        self._release(batch)
         batch.attempts += 1
         expired = time.monotonic() - batch.created > self.delivery_timeout_s
         if error.code in RETRIABLE and batch.attempts <= self.retries and not expired and not self._closing:
@@ -394,7 +430,15 @@ class Producer:
             size = 0
             for b in group:
                 if b.encoded is None:
-                    b.encoded = encode_batch(b.records, compression=self.compression)
+                    if self.idempotent:
+                        seq = self._next_sequence.get(b.tp, 0)
+                        self._next_sequence[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
+                        b.encoded = encode_batch(b.records, compression=self.compression, producer_id=self.producer_id,
+                                                 producer_epoch=self.producer_epoch, base_sequence=seq)
+                    else:
+                        b.encoded = encode_batch(b.records, compression=self.compression)
+                if self.idempotent:
+                    self._inflight_tps.add(b.tp)
                 if request_batches and (size + len(b.encoded) > self.max_request_size or b.tp in request_batches):
                     self._dispatch(broker_id, request_batches)
                     request_batches, size = {}, 0
@@ -425,7 +469,7 @@ class Producer:
             sent = self._connection(broker_id).send(req, batches, self.acks)
         except (grpc.RpcError, KeyError) as exc:
             sent = False
-            log.warning("cannot reach broker %s: %s", broker_id, exc)
+            log.debug("cannot reach broker %s: %s", broker_id, exc)
         if not sent:
             err = TidelogError(f"broker {broker_id} unreachable", code=ErrorCode.NETWORK_EXCEPTION)
             for b in batches.values():
@@ -450,6 +494,7 @@ class Producer:
                     continue
                 seen.add(tp)
                 if p.error_code == 0:
+                    self._release(batch)
                     batch.result.complete(p.base_offset, p.log_append_time_ms)
                     self.accumulator.done(batch)
                 else:

@@ -49,6 +49,7 @@ class Registration:
     lease: aetcd.Lease | None = None
     task: asyncio.Task[None] | None = None
     renewals: int = 0
+    on_lost: Callable[[], None] | None = None
 
 
 class MetadataStore:
@@ -142,6 +143,19 @@ class MetadataStore:
     def cmp_mod_revision(self, key: bytes, revision: int) -> Any:
         return self.client.transactions.mod(key) == revision
 
+    async def allocate_block(self, key: bytes, size: int) -> int:
+        """Atomically take ``size`` ids from the counter at ``key``; return the first."""
+        t = self.client.transactions
+        while True:
+            kv = await self.client.get(key)
+            current = loads(kv.value)["next"] if kv is not None else 0
+            guard = (t.mod(key) == kv.mod_revision) if kv is not None else (t.create(key) == 0)
+            ok, _ = await self.client.transaction(
+                compare=[guard], success=[t.put(key, dumps({"next": current + size}))], failure=[]
+            )
+            if ok:
+                return current
+
     def op_put(self, key: bytes, value: Any) -> Any:
         return self.client.transactions.put(key, dumps(value))
 
@@ -158,9 +172,11 @@ class MetadataStore:
         reply = await lease.refresh()
         return reply is not None and reply.TTL > 0
 
-    async def register(self, key: bytes, value: Any, ttl: int) -> Registration:
-        """Put ``key`` on a lease and keep it alive until ``close()``."""
-        reg = Registration(key, value, ttl)
+    async def register(self, key: bytes, value: Any, ttl: int, on_lost: Callable[[], None] | None = None) -> Registration:
+        """Put ``key`` on a lease and keep it alive until ``close()``.
+
+        ``on_lost`` runs when the lease is found expired (before registering again)."""
+        reg = Registration(key, value, ttl, on_lost=on_lost)
         await self._grant_and_put(reg)
         reg.task = self.spawn(self._keep_alive(reg), f"keepalive {key.decode()}")
         self._registrations.append(reg)
@@ -180,6 +196,8 @@ class MetadataStore:
                     reg.renewals += 1
                     continue
                 log.warning("lease expired, registering again", extra={"key": reg.key.decode()})
+                if reg.on_lost is not None:
+                    reg.on_lost()
                 await self._grant_and_put(reg)
             except asyncio.CancelledError:
                 raise

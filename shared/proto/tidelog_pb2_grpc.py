@@ -64,6 +64,16 @@ class BrokerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.OffsetsForLeaderEpoch = channel.unary_unary(
+                '/tidelog.v1.Broker/OffsetsForLeaderEpoch',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochResponse.FromString,
+                _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/tidelog.v1.Broker/InitProducerId',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -111,6 +121,20 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetsForLeaderEpoch(self, request, context):
+        """Followers: where does the leader's history of an epoch end (divergence detection).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitProducerId(self, request, context):
+        """Idempotent producers: allocate a producer id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +167,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.ListOffsetsRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'OffsetsForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetsForLeaderEpoch,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +341,180 @@ class Broker:
             '/tidelog.v1.Broker/ListOffsets',
             shared_dot_proto_dot_tidelog__pb2.ListOffsetsRequest.SerializeToString,
             shared_dot_proto_dot_tidelog__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetsForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/OffsetsForLeaderEpoch',
+            shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/InitProducerId',
+            shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ControllerStub:
+    """Served by the active controller (standbys answer NOT_CONTROLLER).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.AlterPartition = channel.unary_unary(
+                '/tidelog.v1.Controller/AlterPartition',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
+        self.ControlledShutdown = channel.unary_unary(
+                '/tidelog.v1.Controller/ControlledShutdown',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.FromString,
+                _registered_method=True)
+
+
+class ControllerServicer:
+    """Served by the active controller (standbys answer NOT_CONTROLLER).
+    """
+
+    def AlterPartition(self, request, context):
+        """A partition leader proposes a new ISR (fenced by leader epoch and partition epoch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ControlledShutdown(self, request, context):
+        """A broker about to stop asks for its leaderships to move elsewhere.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ControllerServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'ControlledShutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.ControlledShutdown,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'tidelog.v1.Controller', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('tidelog.v1.Controller', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Controller:
+    """Served by the active controller (standbys answer NOT_CONTROLLER).
+    """
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Controller/AlterPartition',
+            shared_dot_proto_dot_tidelog__pb2.AlterPartitionRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ControlledShutdown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Controller/ControlledShutdown',
+            shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.FromString,
             options,
             channel_credentials,
             insecure,

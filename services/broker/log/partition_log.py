@@ -16,9 +16,10 @@ import bisect
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
@@ -54,7 +55,7 @@ class AppendInfo:
     record_count: int
     size: int
     log_start_offset: int
-    batches: tuple[BatchHeader, ...] = ()
+    batches: tuple[tuple[BatchHeader, int, int], ...] = ()  # (header as received, first offset, last offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +167,11 @@ class PartitionLog:
         self.log_start_offset = max(start or 0, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.epochs = LeaderEpochCache(self.directory)
+        if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
+            for h in self.iter_headers():  # the checkpoint was lost: rebuild it from the batches
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
 
     # -- properties ----------------------------------------------------------------
 
@@ -187,10 +193,18 @@ class PartitionLog:
         """Validate, assign offsets from the log end and append. All or nothing."""
         view = memoryview(records)
         batches = validate_batches(view, self.config.max_message_bytes, from_producer=True)
+        return self.append_validated(view, batches, leader_epoch)
+
+    def append_validated(
+        self, view: memoryview, batches: list[tuple[int, BatchHeader]], leader_epoch: int
+    ) -> AppendInfo:
+        """Append batches already checked by ``validate_batches`` (the caller may have inspected them)."""
         offset = self.log_end_offset
+        self.epochs.assign(leader_epoch, offset)
         first = offset
         parts: list[bytes | memoryview] = []
         index_info: list[tuple[int, int, int, int]] = []
+        assigned: list[tuple[BatchHeader, int, int]] = []
         rel = 0
         now = self.clock()
         append_time = now if self.config.log_append_time else -1
@@ -198,6 +212,7 @@ class PartitionLog:
         count = 0
         for pos, h in batches:
             last = offset + h.last_offset_delta
+            assigned.append((h, offset, last))
             if append_time >= 0:
                 buf = bytearray(view[pos : pos + h.size])
                 set_log_append_time(buf, 0, append_time)
@@ -217,8 +232,7 @@ class PartitionLog:
         self._write(parts, index_info, rel, first, offset - 1, now)
         self._unflushed_messages += count
         self._maybe_flush(now)
-        return AppendInfo(first, offset - 1, max_ts, append_time, count, rel, self.log_start_offset,
-                          tuple(h for _, h in batches))
+        return AppendInfo(first, offset - 1, max_ts, append_time, count, rel, self.log_start_offset, tuple(assigned))
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader at the leader's offsets."""
@@ -234,6 +248,7 @@ class PartitionLog:
                     f"replicated batch at offset {h.base_offset} is below the log end offset {expected}"
                 )
             index_info.append((pos, h.base_offset, h.last_offset, h.max_timestamp))
+            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
             max_ts = max(max_ts, h.max_timestamp)
             count += h.records_count
             expected = h.next_offset
@@ -243,7 +258,7 @@ class PartitionLog:
         self._unflushed_messages += count
         self._maybe_flush(now)
         return AppendInfo(first, expected - 1, max_ts, -1, count, len(view), self.log_start_offset,
-                          tuple(h for _, h in batches))
+                          tuple((h, h.base_offset, h.last_offset) for _, h in batches))
 
     def _write(
         self,
@@ -378,6 +393,13 @@ class PartitionLog:
                     return r.offset, r.timestamp
         return None
 
+    def iter_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header from the log start, in order (no CRC check)."""
+        for seg in self.segments:
+            for bp in seg.scan_headers(0):
+                if bp.header.last_offset >= self.log_start_offset:
+                    yield bp.header
+
     # -- retention and truncation ----------------------------------------------------------
 
     def apply_retention(self, now: int | None = None) -> int:
@@ -410,6 +432,7 @@ class PartitionLog:
         new_start = self.segments[count].base_offset
         self.log_start_offset = max(self.log_start_offset, new_start)
         _write_checkpoint(self.directory, LOG_START_FILE, self.log_start_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
         for seg in self.segments[:count]:
             seg.delete()
         del self.segments[:count]
@@ -428,6 +451,7 @@ class PartitionLog:
         self.active.truncate_to(offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        self.epochs.truncate_from_end(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self.segments:
@@ -439,6 +463,7 @@ class PartitionLog:
         self.recovery_point = offset
         _write_checkpoint(self.directory, LOG_START_FILE, offset)
         _write_checkpoint(self.directory, RECOVERY_POINT_FILE, offset)
+        self.epochs.clear()
 
     # -- lifecycle --------------------------------------------------------------------------
 

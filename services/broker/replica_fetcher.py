@@ -1,0 +1,186 @@
+"""Followers copy their leaders' logs: one fetcher task per leader broker.
+
+Before fetching a partition (after every leadership change) the follower asks
+the leader where the history of its latest local epoch ends
+(OffsetsForLeaderEpoch) and truncates anything past that point: a divergent
+tail is removed by epoch history, never by high watermark alone. Then it
+fetches from its log end offset with its replica id and current leader epoch,
+appends at the leader's offsets and takes the leader's high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+
+from shared.errors import ErrorCode, TidelogError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.service import GRPC_OPTIONS
+from shared.types import TopicPartition
+
+if TYPE_CHECKING:
+    from services.broker.partition import Partition
+    from services.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FollowState:
+    leader_epoch: int
+    truncated: bool = False
+
+
+class ReplicaFetcher:
+    def __init__(self, rm: ReplicaManager, leader_id: int, address: str, *, max_wait_ms: int = 500,
+                 max_bytes: int = 16 * 1024 * 1024, partition_max_bytes: int = 8 * 1024 * 1024) -> None:
+        self.rm = rm
+        self.leader_id = leader_id
+        self.address = address
+        self.max_wait_ms = max_wait_ms
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.partitions: dict[TopicPartition, FollowState] = {}
+        self._wake = asyncio.Event()
+        self._channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+        self._stub = pb_grpc.BrokerStub(self._channel)
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        st = self.partitions.get(tp)
+        if st is None or st.leader_epoch != leader_epoch:
+            self.partitions[tp] = FollowState(leader_epoch)
+            self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+        await self._channel.close()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), 1.0)
+                continue
+            try:
+                await self._truncate_pending()
+                await self._fetch_once()
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                log.debug("fetch from leader %s failed: %s", self.leader_id, exc.code())
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+            except Exception:
+                log.exception("replica fetcher error", extra={"leader": self.leader_id})
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def _partition(self, tp: TopicPartition) -> Partition | None:
+        part = self.rm.partitions.get(tp)
+        if part is None or part.is_leader or part.leader_id != self.leader_id:
+            return None
+        return part
+
+    async def _truncate_pending(self) -> None:
+        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated}
+        if not pending:
+            return
+        topics: dict[str, list[pb.EpochPartition]] = {}
+        for tp, st in pending.items():
+            part = self._partition(tp)
+            if part is None:
+                continue
+            topics.setdefault(tp.topic, []).append(pb.EpochPartition(
+                partition=tp.partition, current_leader_epoch=st.leader_epoch, leader_epoch=part.log.epochs.latest_epoch))
+        if not topics:
+            return
+        resp = await self._stub.OffsetsForLeaderEpoch(pb.OffsetsForLeaderEpochRequest(
+            replica_id=self.rm.broker_id, topics=[pb.EpochTopic(name=t, partitions=ps) for t, ps in topics.items()]),
+            timeout=10)
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                part = self._partition(tp)
+                st = self.partitions.get(tp)
+                if part is None or st is None:
+                    continue
+                if p.error_code:
+                    continue  # not ready (leader still loading, stale epoch): retry on the next round
+                self._truncate(part, p.leader_epoch, p.end_offset)
+                st.truncated = True
+
+    def _truncate(self, part: Partition, leader_epoch: int, end_offset: int) -> None:
+        leo = part.log_end_offset
+        if part.log.epochs.latest_epoch < 0:
+            target = leo  # nothing to compare: keep what we have, fetch will tell if it is out of range
+        elif leader_epoch < 0 or end_offset < 0:
+            target = part.high_watermark  # the leader knows none of our epochs: keep only what was committed
+        else:
+            _, local_end = part.log.epochs.end_offset_for(leader_epoch, leo)
+            target = min(end_offset, local_end if local_end >= 0 else leo)
+        if target < leo:
+            log.info("truncating divergent tail", extra={"tp": str(part.tp), "from": leo, "to": target,
+                                                          "leader_epoch": leader_epoch})
+            part.truncate_to(target)
+
+    async def _fetch_once(self) -> None:
+        topics: dict[str, list[pb.FetchPartition]] = {}
+        epochs: dict[TopicPartition, int] = {}
+        for tp, st in self.partitions.items():
+            part = self._partition(tp)
+            if part is None or not st.truncated:
+                continue
+            topics.setdefault(tp.topic, []).append(pb.FetchPartition(
+                partition=tp.partition, fetch_offset=part.log_end_offset, partition_max_bytes=self.partition_max_bytes,
+                current_leader_epoch=st.leader_epoch, log_start_offset=part.log.log_start_offset))
+            epochs[tp] = st.leader_epoch
+        if not topics:
+            await asyncio.sleep(0.05)
+            return
+        req = pb.FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=1,
+                              max_bytes=self.max_bytes, topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        resp = await self._stub.Fetch(req, timeout=self.max_wait_ms / 1000 + 10)
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                part = self._partition(tp)
+                st = self.partitions.get(tp)
+                if part is None or st is None or st.leader_epoch != epochs.get(tp):
+                    continue
+                self._handle(part, st, p)
+
+    def _handle(self, part: Partition, st: FollowState, p: pb.FetchPartitionResponse) -> None:
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if part.log_end_offset < p.log_start_offset:
+                part.truncate_fully_and_start_at(p.log_start_offset)  # the leader deleted what we lack
+            else:
+                st.truncated = False  # we are ahead of the leader: find the divergence again
+            return
+        if p.error_code:
+            if p.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                ErrorCode.UNKNOWN_LEADER_EPOCH):
+                st.truncated = False  # wait for metadata; re-check divergence against the new leader
+            return
+        if p.records:
+            try:
+                part.append_as_follower(p.records)
+            except TidelogError as exc:
+                log.warning("follower append failed", extra={"tp": str(part.tp), "error": str(exc)})
+                st.truncated = False
+                return
+        part.follower_update_hw(p.high_watermark)

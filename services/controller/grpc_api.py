@@ -1,0 +1,44 @@
+"""The controller's gRPC service (AlterPartition, ControlledShutdown). Translation only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.controller.replication import PartitionController
+from shared.errors import ErrorCode, TidelogError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.types import TopicPartition
+
+
+class ControllerServicer(pb_grpc.ControllerServicer):
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+
+    def _partitions(self) -> PartitionController | None:
+        election = self.controller.election
+        if election is None or not election.active:
+            return None
+        return self.controller.partitions
+
+    async def AlterPartition(self, request: pb.AlterPartitionRequest, context: Any) -> pb.AlterPartitionResponse:
+        pc = self._partitions()
+        if pc is None:
+            return pb.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message="not the active controller")
+        try:
+            st = await pc.alter_partition(request.broker_id, TopicPartition(request.topic, request.partition),
+                                          request.leader_epoch, request.partition_epoch, list(request.new_isr))
+        except TidelogError as exc:
+            return pb.AlterPartitionResponse(error_code=exc.code, error_message=str(exc))
+        return pb.AlterPartitionResponse(leader=st.leader, leader_epoch=st.leader_epoch, isr=st.isr,
+                                         partition_epoch=st.partition_epoch)
+
+    async def ControlledShutdown(self, request: pb.ControlledShutdownRequest, context: Any) -> pb.ControlledShutdownResponse:
+        pc = self._partitions()
+        if pc is None:
+            return pb.ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message="not the active controller")
+        try:
+            stuck = await pc.controlled_shutdown(request.broker_id)
+        except TidelogError as exc:
+            return pb.ControlledShutdownResponse(error_code=exc.code, error_message=str(exc))
+        return pb.ControlledShutdownResponse(remaining_leaderships=stuck)

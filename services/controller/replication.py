@@ -1,0 +1,147 @@
+"""Applies the controller's partition decisions: reacts to brokers coming and going,
+serves AlterPartition and ControlledShutdown, runs preferred-leader elections.
+
+Reads topics, partition states and live brokers from etcd, asks ``partitions``
+(pure) what must change, and writes the changes in one transaction fenced by
+the controller epoch and guarded by each partition key's mod revision. One
+lock serialises every partition-state write of this controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from services.controller.election import ConflictError, ControllerElection, FencedError
+from services.controller.partitions import (
+    alter_partition,
+    on_brokers_changed,
+    on_controlled_shutdown,
+    preferred_elections,
+)
+from shared.config import effective_configs
+from shared.errors import ErrorCode, TidelogError
+from shared.metadata.keys import Keys
+from shared.metadata.store import MetadataStore
+from shared.metadata.types import PartitionState, TopicRecord
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class PartitionController:
+    def __init__(self, store: MetadataStore, election: ControllerElection, *, reconcile_interval_s: float = 1.0,
+                 auto_leader_rebalance: bool = True, rebalance_interval_s: float = 300.0) -> None:
+        self.store = store
+        self.keys: Keys = store.keys
+        self.election = election
+        self.reconcile_interval_s = reconcile_interval_s
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.rebalance_interval_s = rebalance_interval_s
+        self.lock = asyncio.Lock()
+        self._poke = asyncio.Event()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    async def load(self) -> tuple[dict[str, TopicRecord], dict[TopicPartition, tuple[PartitionState, int]], set[int]]:
+        topics_snap = await self.store.get_prefix(self.keys.topics_prefix())
+        topics = {t.name: t for t in (TopicRecord.from_json(v) for v, _, _ in topics_snap.values())}
+        parts_snap = await self.store.get_prefix(self.keys.partitions_prefix())
+        prefix = self.keys.partitions_prefix().decode()
+        states: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for key, (value, _, mod) in parts_snap.items():
+            topic, _, p = key.decode()[len(prefix):].rpartition("/")
+            states[TopicPartition(topic, int(p))] = (PartitionState.from_json(value), mod)
+        brokers = await self.store.get_prefix(self.keys.brokers_prefix())
+        live = {int(v["id"]) for v, _, _ in brokers.values()}
+        return topics, states, live
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    async def _apply(self, changes: dict[TopicPartition, PartitionState],
+                     revs: dict[TopicPartition, int], why: str) -> None:
+        if not changes:
+            return
+        ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in changes.items()]
+        compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp in changes]
+        await self.election.write(ops, compares, "partition state changed concurrently")
+        for tp, st in changes.items():
+            log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
+                                                       "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
+
+    # -- triggers ------------------------------------------------------------------------------------
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def reconcile(self) -> None:
+        """Elect leaders for partitions whose leader is gone, shrink ISRs of dead brokers."""
+        async with self.lock:
+            topics, states, live = await self.load()
+
+            def unclean(topic: str) -> bool:
+                t = topics.get(topic)
+                return bool(t) and str(effective_configs(t.configs)["unclean.leader.election.enable"]).lower() == "true"
+
+            changes = on_brokers_changed(topics, {tp: s for tp, (s, _) in states.items()}, live, unclean)
+            await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "broker change")
+
+    async def run(self) -> None:
+        """While active: reconcile on every broker change (poke) and every interval; rebalance leaders."""
+        self.store.watch_prefix(self.keys.brokers_prefix(), lambda _snap: self.poke(), "controller-brokers")
+        last_rebalance = asyncio.get_running_loop().time()
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), self.reconcile_interval_s)
+            self._poke.clear()
+            if not self.election.active:
+                continue
+            try:
+                await self.reconcile()
+                now = asyncio.get_running_loop().time()
+                if self.auto_leader_rebalance and now - last_rebalance >= self.rebalance_interval_s:
+                    last_rebalance = now
+                    await self.elect_preferred(None)
+            except (FencedError, ConflictError) as exc:
+                log.info("partition reconcile retried", extra={"error": str(exc)})
+            except Exception:
+                log.exception("partition reconcile failed")
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    async def alter_partition(self, broker: int, tp: TopicPartition, leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> PartitionState:
+        async with self.lock:
+            got = await self.store.get(self.keys.partition(tp.topic, tp.partition))
+            topic = await self.store.get(self.keys.topic(tp.topic))
+            if got is None or topic is None:
+                raise TidelogError(f"{tp} does not exist", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            st, rev = PartitionState.from_json(got[0]), got[2]
+            replicas = TopicRecord.from_json(topic[0]).assignment.get(tp.partition, [])
+            brokers = await self.store.get_prefix(self.keys.brokers_prefix())
+            live = {int(v["id"]) for v, _, _ in brokers.values()}
+            new = alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr, live)
+            await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
+            return new
+
+    async def controlled_shutdown(self, broker: int) -> int:
+        async with self.lock:
+            topics, states, live = await self.load()
+            changes, stuck = on_controlled_shutdown(topics, {tp: s for tp, (s, _) in states.items()}, broker,
+                                                    live - {broker})
+            await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, f"controlled shutdown of {broker}")
+            return stuck
+
+    async def elect_preferred(self, only: Iterable[TopicPartition] | None) -> dict[TopicPartition, PartitionState]:
+        async with self.lock:
+            topics, states, live = await self.load()
+            changes = preferred_elections(topics, {tp: s for tp, (s, _) in states.items()}, live, only)
+            await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "preferred leader election")
+            return changes
+
+    def describe_changes(self, changes: dict[TopicPartition, PartitionState]) -> list[dict[str, Any]]:
+        return [{"topic": tp.topic, "partition": tp.partition, "leader": st.leader, "leader_epoch": st.leader_epoch}
+                for tp, st in sorted(changes.items())]
