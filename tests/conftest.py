@@ -48,7 +48,10 @@ class Cluster:
         raise AssertionError(f"no REST endpoint answered: {last}")
 
     def restart(self, role: str, ident: int) -> Proc:
-        proc = self.lc.start_service(role, ident)
+        """Start a stopped service again on the same port (as a fixed-port deployment would)."""
+        old = self.proc(role, ident)
+        port = int(old.address.rpartition(":")[2]) if old.address else 0
+        proc = self.lc.start_service(role, ident, port)
         self.lc.wait_ready([proc], 30)
         return proc
 

@@ -100,7 +100,7 @@ class Broker(Service[BrokerSettings]):
         """Ask the controller to move our leaderships away, then wait until metadata shows it."""
         deadline = asyncio.get_running_loop().time() + self.settings.controlled_shutdown_timeout_ms / 1000
         while asyncio.get_running_loop().time() < deadline:
-            stub = self.replicas._controller_stub()
+            stub = await self.replicas.controller_stub()
             if stub is not None:
                 try:
                     resp = await stub.ControlledShutdown(pb.ControlledShutdownRequest(
@@ -114,6 +114,7 @@ class Broker(Service[BrokerSettings]):
                         return
                 except grpc.aio.AioRpcError as exc:
                     log.info("controlled shutdown request failed", extra={"error": str(exc.code())})
+                    await self.replicas.forget_controller()
             await asyncio.sleep(0.2)
         log.warning("controlled shutdown timed out")
 

@@ -83,6 +83,8 @@ class Partition:
         became_leader = leader == self.broker_id and (not was_leader or leader_epoch != old_epoch)
         if partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch and not self.fenced:
             return  # an older state than one we already applied (e.g. our own AlterPartition result)
+        if was_leader and (leader != self.broker_id or leader_epoch != old_epoch):
+            self.fail_waiters()  # appends of the old epoch can no longer be acknowledged here
         self.fenced = False
         self.leader_id = leader
         self.leader_epoch = leader_epoch
@@ -152,6 +154,7 @@ class Partition:
         """Drop a divergent tail (follower); producer state is rebuilt from what remains."""
         if offset >= self.log_end_offset:
             return
+        self.fail_waiters()
         self.log.truncate_to(offset)
         self.producers.rebuild(self.log.iter_headers())
         if self.high_watermark > self.log_end_offset:
@@ -164,8 +167,11 @@ class Partition:
         self.high_watermark = offset
         self._notify()
 
-    async def wait_for_hw(self, offset: int, timeout_s: float) -> bool:
-        """True once the high watermark reaches ``offset``; False on timeout or loss of leadership."""
+    async def wait_for_hw(self, offset: int, timeout_s: float, leader_epoch: int) -> bool:
+        """True once the high watermark reaches ``offset`` while this broker is still the leader
+        of ``leader_epoch`` (the epoch the batch was appended in); False on timeout or lost leadership."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return False
         if self.high_watermark >= offset:
             return True
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -198,6 +204,9 @@ class Partition:
         if hw == self.high_watermark:
             return
         self.high_watermark = hw
+        if not self.is_leader:
+            self.fail_waiters()  # only a leader acknowledges: a follower's HW says nothing about our appends
+            return
         while self._hw_waiters and self._hw_waiters[0][0] <= hw:
             _, _, fut = self._hw_waiters.pop(0)
             if not fut.done():

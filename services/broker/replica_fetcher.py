@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from shared.errors import ErrorCode, TidelogError
+from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import GRPC_OPTIONS
@@ -48,9 +49,25 @@ class ReplicaFetcher:
         self.partition_max_bytes = partition_max_bytes
         self.partitions: dict[TopicPartition, FollowState] = {}
         self._wake = asyncio.Event()
-        self._channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
-        self._stub = pb_grpc.BrokerStub(self._channel)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: pb_grpc.BrokerStub | None = None
         self._task = asyncio.ensure_future(self._run())
+
+    async def _connect(self) -> bool:
+        """A channel to the leader, dialled only once a plain TCP probe succeeds (see shared.netprobe)."""
+        if self._channel is not None:
+            return True
+        if not await tcp_reachable_async(self.address):
+            return False
+        self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+        self._stub = pb_grpc.BrokerStub(self._channel)
+        return True
+
+    async def _disconnect(self) -> None:
+        if self._channel is not None:
+            channel, self._channel, self._stub = self._channel, None, None
+            with contextlib.suppress(Exception):
+                await channel.close()
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         st = self.partitions.get(tp)
@@ -65,7 +82,7 @@ class ReplicaFetcher:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
-        await self._channel.close()
+        await self._disconnect()
 
     async def _run(self) -> None:
         backoff = 0.05
@@ -76,6 +93,10 @@ class ReplicaFetcher:
                     await asyncio.wait_for(self._wake.wait(), 1.0)
                 continue
             try:
+                if not await self._connect():
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
                 await self._truncate_pending()
                 await self._fetch_once()
                 backoff = 0.05
@@ -83,6 +104,8 @@ class ReplicaFetcher:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.debug("fetch from leader %s failed: %s", self.leader_id, exc.code())
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    await self._disconnect()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
             except Exception:
@@ -109,6 +132,7 @@ class ReplicaFetcher:
                 partition=tp.partition, current_leader_epoch=st.leader_epoch, leader_epoch=part.log.epochs.latest_epoch))
         if not topics:
             return
+        assert self._stub is not None
         resp = await self._stub.OffsetsForLeaderEpoch(pb.OffsetsForLeaderEpochRequest(
             replica_id=self.rm.broker_id, topics=[pb.EpochTopic(name=t, partitions=ps) for t, ps in topics.items()]),
             timeout=10)
@@ -154,6 +178,7 @@ class ReplicaFetcher:
             return
         req = pb.FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=1,
                               max_bytes=self.max_bytes, topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        assert self._stub is not None
         resp = await self._stub.Fetch(req, timeout=self.max_wait_ms / 1000 + 10)
         for t in resp.topics:
             for p in t.partitions:

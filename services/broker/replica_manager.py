@@ -29,6 +29,7 @@ from shared.errors import (
     TidelogError,
     UnknownTopicOrPartitionError,
 )
+from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.batch import HEADER_SIZE, LOG_OVERHEAD
@@ -179,19 +180,28 @@ class ReplicaManager:
             self._isr_tasks.add(task)
             task.add_done_callback(self._isr_tasks.discard)
 
-    def _controller_stub(self) -> pb_grpc.ControllerStub | None:
+    async def controller_stub(self) -> pb_grpc.ControllerStub | None:
+        """A stub for the active controller; dialled only after a TCP probe (see shared.netprobe)."""
         ctl = self.view.controller
         if not ctl:
             return None
         address = ctl["address"]
         if self._controller_channel is None or self._controller_channel[0] != address:
             if self._controller_channel is not None:
-                asyncio.ensure_future(self._controller_channel[1].close())
+                old, self._controller_channel = self._controller_channel, None
+                await old[1].close()
+            if not await tcp_reachable_async(address):
+                return None
             self._controller_channel = (address, grpc.aio.insecure_channel(address))
         return pb_grpc.ControllerStub(self._controller_channel[1])
 
+    async def forget_controller(self) -> None:
+        if self._controller_channel is not None:
+            old, self._controller_channel = self._controller_channel, None
+            await old[1].close()
+
     async def _alter_partition(self, part: Partition, new_isr: list[int]) -> None:
-        stub = self._controller_stub()
+        stub = await self.controller_stub()
         if stub is None:
             return
         part.isr_change_in_flight = True
@@ -208,6 +218,8 @@ class ReplicaManager:
                 log.info("AlterPartition refused", extra={"tp": str(part.tp), "error": ErrorCode(resp.error_code).name})
         except grpc.aio.AioRpcError as exc:
             log.info("AlterPartition failed", extra={"tp": str(part.tp), "error": str(exc.code())})
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                await self.forget_controller()
         finally:
             part.isr_change_in_flight = False
             part.pending_isr = None
@@ -272,15 +284,16 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult] = {}
         if acks not in (0, 1, -1):
             return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}") for tp, _ in data}
-        waits: list[tuple[TopicPartition, Partition, int]] = []
+        waits: list[tuple[TopicPartition, Partition, int, int]] = []
         for tp, records in data:
             try:
                 part = self.leader_partition(tp)
+                epoch = part.leader_epoch
                 info = part.append_as_leader(records, acks)
                 results[tp] = ProduceResult(base_offset=info.first_offset, log_append_time=info.log_append_time,
                                             log_start_offset=info.log_start_offset, last_offset=info.last_offset)
                 if acks == -1:
-                    waits.append((tp, part, info.last_offset + 1))
+                    waits.append((tp, part, info.last_offset + 1, epoch))
             except TidelogError as exc:
                 results[tp] = ProduceResult(exc.code, str(exc))
             except Exception as exc:  # never let one partition's failure crash the request
@@ -288,8 +301,8 @@ class ReplicaManager:
                 results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         if waits:
             timeout = max(timeout_ms, 0) / 1000
-            done = await asyncio.gather(*(part.wait_for_hw(off, timeout) for _, part, off in waits))
-            for (tp, part, _), ok in zip(waits, done):
+            done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
+            for (tp, part, _, _), ok in zip(waits, done):
                 if not ok:
                     code = ErrorCode.REQUEST_TIMED_OUT if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
                     results[tp] = ProduceResult(code, f"{tp}: not replicated to the ISR within {timeout_ms} ms")

@@ -185,11 +185,11 @@ class LocalCluster:
             time.sleep(0.1)
         raise LaunchError(f"etcd not healthy after {timeout:.0f}s; see {proc.log_path}")
 
-    def service_argv(self, role: str, ident: int) -> list[str]:
+    def service_argv(self, role: str, ident: int, port: int = 0) -> list[str]:
         argv = [
             sys.executable, "-m", ROLE_MODULES[role],
             "--id", str(ident),
-            "--port", "0",
+            "--port", str(port),
             "--etcd", self.etcd_endpoint,
             "--cluster", self.spec.cluster,
             "--data-dir", os.path.join(self.data_dir, f"{role}-{ident}"),
@@ -200,11 +200,12 @@ class LocalCluster:
             argv += ["--rack", self.spec.racks[(ident - 1) % len(self.spec.racks)]]
         return argv
 
-    def start_service(self, role: str, ident: int) -> Proc:
+    def start_service(self, role: str, ident: int, port: int = 0) -> Proc:
+        """Start one service; ``port`` 0 picks a free one, a restart passes its previous port."""
         ready = os.path.join(self.run_dir, f"{role}-{ident}.json")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ready)
-        return self._spawn(role, str(ident), self.service_argv(role, ident))
+        return self._spawn(role, str(ident), self.service_argv(role, ident, port))
 
     def wait_ready(self, procs: Iterable[Proc], timeout: float) -> None:
         pending = list(procs)

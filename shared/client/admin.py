@@ -6,6 +6,7 @@ active controller advertises it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,21 +19,48 @@ from shared.errors import ErrorCode, TidelogError
 class Admin:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *, rest_url: str | None = None,
                  timeout: float = 30.0, client_id: str = "tidelog-admin") -> None:
-        if rest_url is None:
-            if bootstrap_servers is None:
-                raise ValueError("give bootstrap_servers or rest_url")
-            cluster = ClusterClient(bootstrap_servers, client_id)
-            try:
-                rest_url = cluster.refresh().controller_rest
-            finally:
-                cluster.close()
-            if not rest_url:
-                raise TidelogError("no active controller advertised yet", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        self.rest_url = rest_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.rest_url, timeout=timeout)
+        if rest_url is None and bootstrap_servers is None:
+            raise ValueError("give bootstrap_servers or rest_url")
+        self.bootstrap_servers = bootstrap_servers
+        self.client_id = client_id
+        self.timeout = timeout
+        self.rest_url = (rest_url or self._discover()).rstrip("/")
+        self._http = httpx.Client(timeout=timeout)
+
+    def _discover(self, wait_s: float = 0.0) -> str:
+        """The active controller's REST URL, as the brokers advertise it."""
+        assert self.bootstrap_servers is not None
+        deadline = time.monotonic() + wait_s
+        cluster = ClusterClient(self.bootstrap_servers, self.client_id)
+        try:
+            while True:
+                rest = cluster.refresh().controller_rest
+                if rest or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
+        finally:
+            cluster.close()
+        if not rest:
+            raise TidelogError("no active controller advertised yet", code=ErrorCode.NOT_CONTROLLER)
+        return rest
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
-        resp = self._http.request(method, path, **kw)
+        attempts = 0
+        while True:
+            try:
+                resp = self._http.request(method, self.rest_url + path, **kw)
+                if resp.status_code != 503 or self.bootstrap_servers is None or attempts >= 20:
+                    break
+            except httpx.TransportError:
+                if self.bootstrap_servers is None or attempts >= 20:
+                    raise
+            # The controller we knew is gone or standing by without an active one: find the new one.
+            attempts += 1
+            time.sleep(min(0.1 * attempts, 1.0))
+            try:
+                self.rest_url = self._discover(wait_s=1.0).rstrip("/")
+            except TidelogError:
+                continue
         if resp.status_code >= 400:
             try:
                 body = resp.json()

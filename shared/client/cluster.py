@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError
+from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.types import TopicPartition
@@ -81,11 +82,32 @@ class ClusterClient:
                 stub = self._stubs[address] = pb_grpc.BrokerStub(ch)
             return stub
 
+    def forget(self, address: str) -> None:
+        """Close the channel to a peer that failed, so it is only dialled again after a probe."""
+        with self._lock:
+            ch = self._channels.pop(address, None)
+            self._stubs.pop(address, None)
+        if ch is not None:
+            ch.close()
+
+    def reachable_stub(self, address: str) -> pb_grpc.BrokerStub | None:
+        """The stub for ``address`` if a channel exists or a plain TCP probe succeeds (see shared.netprobe)."""
+        with self._lock:
+            stub = self._stubs.get(address)
+        if stub is not None:
+            return stub
+        if not tcp_reachable(address):
+            return None
+        return self.stub(address)
+
     def broker_stub(self, broker_id: int) -> pb_grpc.BrokerStub:
         addr = self.snapshot.brokers.get(broker_id)
         if addr is None:
             raise TidelogError(f"broker {broker_id} is not known", code=ErrorCode.BROKER_NOT_AVAILABLE)
-        return self.stub(addr)
+        stub = self.reachable_stub(addr)
+        if stub is None:
+            raise TidelogError(f"broker {broker_id} at {addr} is not reachable", code=ErrorCode.BROKER_NOT_AVAILABLE)
+        return stub
 
     def close(self) -> None:
         with self._lock:
@@ -105,11 +127,16 @@ class ClusterClient:
         random.shuffle(candidates)
         last: Exception | None = None
         for addr in candidates:
+            stub = self.reachable_stub(addr)
+            if stub is None:
+                continue
             try:
-                resp = self.stub(addr).Metadata(pb.MetadataRequest(topics=wanted, client_id=self.client_id),
-                                                timeout=min(self.timeout, 10))
+                resp = stub.Metadata(pb.MetadataRequest(topics=wanted, client_id=self.client_id),
+                                     timeout=min(self.timeout, 10))
             except grpc.RpcError as exc:
                 last = exc
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    self.forget(addr)
                 continue
             snap = Snapshot(
                 brokers={b.id: b.address for b in resp.brokers},

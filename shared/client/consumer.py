@@ -22,6 +22,7 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
+from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.records.batch import Record, decode_records, iter_batches, records_section
 from shared.runtime import tune_allocator
@@ -395,6 +396,7 @@ class Consumer:
                     try:
                         fut = self.cluster.broker_stub(leader).Fetch.future(req, timeout=self.request_timeout_s + self.fetch_max_wait_ms / 1000)
                     except TidelogError:
+                        self._refresh_rate_limited()
                         continue
                     inflight[leader] = (fut, meta)
                 if not inflight:
@@ -433,6 +435,10 @@ class Consumer:
         except grpc.RpcError as exc:
             if not self._closed:
                 log.debug("fetch failed: %s", exc.code())
+                if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    for addr in list(self.cluster.snapshot.brokers.values()):
+                        if not tcp_reachable(addr):
+                            self.cluster.forget(addr)
                 self._refresh_soon()
             return
         refresh = False
@@ -468,6 +474,16 @@ class Consumer:
             self._lock.notify_all()
         if refresh:
             self._refresh_soon()
+
+    _last_refresh = 0.0
+
+    def _refresh_rate_limited(self) -> None:
+        if time.monotonic() - self._last_refresh > 0.5:
+            self._last_refresh = time.monotonic()
+            try:
+                self.cluster.refresh()
+            except TidelogError:
+                pass
 
     def _refresh_soon(self) -> None:
         time.sleep(self.retry_backoff_s)

@@ -163,7 +163,9 @@ class ProduceConnection:
         self.slots = threading.Semaphore(producer.max_in_flight)
         self.broken = False
         self.lock = threading.Lock()
-        stub = producer.cluster.stub(address)
+        stub = producer.cluster.reachable_stub(address)
+        if stub is None:
+            raise TidelogError(f"broker {broker_id} at {address} is not reachable", code=ErrorCode.NETWORK_EXCEPTION)
         self.call = stub.ProduceStream(self._iter_requests())
         self.reader = threading.Thread(target=self._read, name=f"tidelog-produce-{broker_id}", daemon=True)
         self.reader.start()
@@ -197,6 +199,8 @@ class ProduceConnection:
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED or not self.producer._closing:
                 log.debug("produce stream to broker %s failed: %s", self.broker_id, exc.code())
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self.producer.cluster.forget(self.address)
         finally:
             with self.lock:
                 self.broken = True
@@ -384,8 +388,11 @@ class Producer:
         try:
             snap = self.cluster.snapshot if self.cluster.snapshot.brokers else self.cluster.refresh()
             for address in list(snap.brokers.values()) + self.cluster.bootstrap:
+                stub = self.cluster.reachable_stub(address)
+                if stub is None:
+                    continue
                 try:
-                    resp = self.cluster.stub(address).InitProducerId(pb.InitProducerIdRequest(), timeout=5)
+                    resp = stub.InitProducerId(pb.InitProducerIdRequest(), timeout=5)
                 except grpc.RpcError:
                     continue
                 if resp.error_code == 0:
@@ -467,7 +474,7 @@ class Producer:
         )
         try:
             sent = self._connection(broker_id).send(req, batches, self.acks)
-        except (grpc.RpcError, KeyError) as exc:
+        except (grpc.RpcError, KeyError, TidelogError) as exc:
             sent = False
             log.debug("cannot reach broker %s: %s", broker_id, exc)
         if not sent:

@@ -1,0 +1,39 @@
+"""Plain TCP reachability probes.
+
+gRPC core has open bugs where a client aborts the whole process when a TCP
+connect fails synchronously (grpc/grpc#40390, #39461) — which is what
+connecting to a closed port on loopback does. Before (re)dialling a peer
+that may be down, callers check with a plain socket first so gRPC only ever
+dials a port that is listening.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def tcp_reachable(address: str, timeout: float = 0.25) -> bool:
+    try:
+        with socket.create_connection(_split(address), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+async def tcp_reachable_async(address: str, timeout: float = 0.25) -> bool:
+    host, port = _split(address)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return True
