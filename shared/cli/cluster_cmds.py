@@ -83,8 +83,8 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
     def on_signal(*_: Any) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     console.print(f"cluster healthy in {info['startup_s']:.1f}s — REST API {info['rest']} (docs at {info['rest']}/docs). Ctrl-C stops everything.")
     try:
         with Live(status_table(cluster_status(info)), console=console, refresh_per_second=1) as live:

@@ -10,7 +10,6 @@ last, and SIGKILLs whatever does not exit in time.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -95,12 +94,6 @@ def etcd_binary() -> str:
     return path
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    os.setsid()
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -141,14 +134,17 @@ class LocalCluster:
         log_path = os.path.join(self.log_dir, f"{role}-{ident}.log")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.extra_env}
         with open(log_path, "ab") as logf:
+            # No preexec_fn: it forces fork() and runs Python in the child, which aborts inside
+            # gRPC core when the parent has live gRPC threads (a test restarting a broker). Without
+            # it CPython uses vfork and the child only execs. Children get their own session, so
+            # the launcher alone decides when they stop (Ctrl-C in `tidelog up`, `tidelog down`).
             popen = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=None if self.detach else _die_with_parent,
-                start_new_session=self.detach,
+                start_new_session=True,
             )
         proc = Proc(role, ident, popen, popen.pid, log_path)
         self.procs.append(proc)
