@@ -39,6 +39,8 @@ class Service(Generic[S]):
     """Base of every role. Subclasses override the hooks; the runner calls them in order."""
 
     role = "service"
+    #: Upper bound for ``stop()``; a service that cannot finish in time is stopped anyway.
+    stop_timeout_s = 20.0
 
     def __init__(self, settings: S) -> None:
         self.settings = settings
@@ -95,9 +97,14 @@ async def serve(service: Service[Any]) -> None:
         log.info("stopping")
     finally:
         await health_servicer.enter_graceful_shutdown()
+        try:
+            await asyncio.wait_for(service.stop(), service.stop_timeout_s)
+        except TimeoutError:
+            log.warning("stop timed out", extra={"timeout_s": service.stop_timeout_s})
+        except Exception:
+            log.exception("stop failed")
         with contextlib.suppress(Exception):
-            await service.stop()
-        await service.store.close()
+            await asyncio.wait_for(service.store.close(), 10)
         await server.stop(grace=1.0)
         log.info("stopped")
 

@@ -67,7 +67,7 @@ class ReplicaFetcher:
         if self._channel is not None:
             channel, self._channel, self._stub = self._channel, None, None
             with contextlib.suppress(Exception):
-                await channel.close()
+                await channel.close(grace=0.5)
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         st = self.partitions.get(tp)
@@ -80,9 +80,9 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
-        await self._disconnect()
+        await asyncio.wait([self._task], timeout=2)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._disconnect(), 2)
 
     async def _run(self) -> None:
         backoff = 0.05

@@ -75,10 +75,12 @@ class Proc:
     log_path: str
     address: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "id": self.id, "address": self.address, "pid": self.pid,
-                "log": self.log_path, **{k: v for k, v in self.info.items() if k not in ("role", "id", "address", "pid")}}
+                "log": self.log_path, "argv": self.argv,
+                **{k: v for k, v in self.info.items() if k not in ("role", "id", "address", "pid")}}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -146,7 +148,7 @@ class LocalCluster:
                 env=env,
                 start_new_session=True,
             )
-        proc = Proc(role, ident, popen, popen.pid, log_path)
+        proc = Proc(role, ident, popen, popen.pid, log_path, argv=list(argv))
         self.procs.append(proc)
         return proc
 

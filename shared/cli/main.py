@@ -7,6 +7,7 @@ import json
 import click
 
 from shared.cli.bench import bench_consume, bench_produce
+from shared.cli.bench_failover import bench_failover
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.cli.produce_consume import consume, produce
@@ -57,6 +58,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 bench.add_command(bench_produce)
 bench.add_command(bench_consume)
+bench.add_command(bench_failover)
 
 
 def main() -> None:

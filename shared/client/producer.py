@@ -43,6 +43,7 @@ class ProducerBatch:
     records: list[tuple[int, bytes | None, bytes | None, Sequence[Header] | None]] = field(default_factory=list)
     size: int = 61
     attempts: int = 0
+    base_sequence: int = -1
     result: ProduceRequestResult = field(init=False)
     encoded: bytes | None = None
 
@@ -124,8 +125,13 @@ class RecordAccumulator:
         return out, max(next_check, 0.0005)
 
     def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back for a retry: before every unsent batch, and in sequence order among retries."""
         with self.lock:
-            self.batches.setdefault(batch.tp, deque()).appendleft(batch)
+            dq = self.batches.setdefault(batch.tp, deque())
+            i = 0
+            while i < len(dq) and dq[i].encoded is not None and 0 <= dq[i].base_sequence < batch.base_sequence:
+                i += 1
+            dq.insert(i, batch)
         self.wakeup.set()
 
     def done(self, batch: ProducerBatch) -> None:
@@ -252,7 +258,8 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._next_sequence: dict[TopicPartition, int] = {}
-        self._inflight_tps: set[TopicPartition] = set()
+        self._acked_next_sequence: dict[TopicPartition, int] = {}
+        self._inflight: dict[TopicPartition, int] = {}
         self.compression = CompressionType.parse(compression_type)
         self.batch_size = batch_size
         self.retries = retries
@@ -372,8 +379,8 @@ class Producer:
                     continue
             now = time.monotonic()
             muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
-            if self.idempotent:
-                muted |= self._inflight_tps  # one batch in flight per partition keeps sequences in order
+            if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
+                muted |= {tp for tp, n in list(self._inflight.items()) if n >= self.max_in_flight}
             batches, wait = acc.drain_ready(now, muted)
             if batches:
                 self._send_batches(batches)
@@ -404,14 +411,22 @@ class Producer:
 
     def _release(self, batch: ProducerBatch) -> None:
         if self.idempotent:
-            self._inflight_tps.discard(batch.tp)
+            self._inflight[batch.tp] = max(self._inflight.get(batch.tp, 1) - 1, 0)
             self.accumulator.wakeup.set()
+
+    def _retriable(self, batch: ProducerBatch, error: TidelogError) -> bool:
+        if error.code in RETRIABLE:
+            return True
+        # With several batches in flight, a batch behind a failed one arrives out of order: send it
+        # again after its predecessor. Only the very next expected sequence being refused is fatal.
+        return (self.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                and batch.base_sequence != self._acked_next_sequence.get(batch.tp, 0))
 
     def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError) -> None:
         self._release(batch)
         batch.attempts += 1
         expired = time.monotonic() - batch.created > self.delivery_timeout_s
-        if error.code in RETRIABLE and batch.attempts <= self.retries and not expired and not self._closing:
+        if self._retriable(batch, error) and batch.attempts <= self.retries and not expired and not self._closing:
             self._need_refresh.set()
             self._retry_after[batch.tp] = time.monotonic() + self.retry_backoff_s
             self.accumulator.reenqueue(batch)
@@ -440,12 +455,13 @@ class Producer:
                     if self.idempotent:
                         seq = self._next_sequence.get(b.tp, 0)
                         self._next_sequence[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
+                        b.base_sequence = seq
                         b.encoded = encode_batch(b.records, compression=self.compression, producer_id=self.producer_id,
                                                  producer_epoch=self.producer_epoch, base_sequence=seq)
                     else:
                         b.encoded = encode_batch(b.records, compression=self.compression)
                 if self.idempotent:
-                    self._inflight_tps.add(b.tp)
+                    self._inflight[b.tp] = self._inflight.get(b.tp, 0) + 1
                 if request_batches and (size + len(b.encoded) > self.max_request_size or b.tp in request_batches):
                     self._dispatch(broker_id, request_batches)
                     request_batches, size = {}, 0
@@ -502,6 +518,10 @@ class Producer:
                 seen.add(tp)
                 if p.error_code == 0:
                     self._release(batch)
+                    if batch.base_sequence >= 0:
+                        nxt = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+                        if nxt > self._acked_next_sequence.get(tp, 0):
+                            self._acked_next_sequence[tp] = nxt
                     batch.result.complete(p.base_offset, p.log_append_time_ms)
                     self.accumulator.done(batch)
                 else:

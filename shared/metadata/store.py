@@ -74,17 +74,20 @@ class MetadataStore:
                 await asyncio.sleep(0.2)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        """Stop background tasks, revoke leases (so others see us leave at once), disconnect.
+
+        Every step is bounded: a shutdown must never hang on etcd."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
         for reg in self._registrations:
             if reg.lease is not None:
                 with contextlib.suppress(Exception):
-                    await reg.lease.revoke()
+                    await asyncio.wait_for(reg.lease.revoke(), 2)
         with contextlib.suppress(Exception):
-            await self.client.close()
+            await asyncio.wait_for(self.client.close(), 2)
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -233,8 +236,8 @@ class MetadataStore:
                 await asyncio.sleep(0.5)
             finally:
                 if watch is not None:
-                    with contextlib.suppress(Exception):
-                        await watch.cancel()
+                    with contextlib.suppress(BaseException):
+                        await asyncio.wait_for(watch.cancel(), 1)
 
 
 async def _maybe_await(result: Awaitable[None] | None) -> None:
