@@ -37,3 +37,21 @@ async def tcp_reachable_async(address: str, timeout: float = 0.25) -> bool:
     with contextlib.suppress(Exception):
         await writer.wait_closed()
     return True
+
+
+async def tcp_probe_async(address: str, timeout: float = 0.25) -> str:
+    """``"up"``, ``"refused"`` (nothing listens: the process is gone) or ``"unknown"`` (timeout, other errors).
+
+    A paused (SIGSTOPped) process still accepts connections: only a crashed one refuses them.
+    """
+    host, port = _split(address)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except ConnectionRefusedError:
+        return "refused"
+    except (OSError, TimeoutError):
+        return "unknown"
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return "up"

@@ -27,6 +27,7 @@ from shared.errors import ErrorCode, TidelogError
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore
 from shared.metadata.types import PartitionState, TopicRecord
+from shared.netprobe import tcp_probe_async
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class PartitionController:
         self.rebalance_interval_s = rebalance_interval_s
         self.lock = asyncio.Lock()
         self._poke = asyncio.Event()
+        self.refused: set[int] = set()  # registered brokers whose port refuses connections: crashed
+        self._refusals: dict[int, int] = {}
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -56,8 +59,44 @@ class PartitionController:
             topic, _, p = key.decode()[len(prefix):].rpartition("/")
             states[TopicPartition(topic, int(p))] = (PartitionState.from_json(value), mod)
         brokers = await self.store.get_prefix(self.keys.brokers_prefix())
-        live = {int(v["id"]) for v, _, _ in brokers.values()}
+        live = {int(v["id"]) for v, _, _ in brokers.values()} - self.refused
         return topics, states, live
+
+    async def probe_brokers(self, interval_s: float = 0.25) -> None:
+        """Treat a registered broker whose port refuses connections twice in a row as gone.
+
+        A crashed broker's lease only expires after the session timeout; its closed port
+        tells at once. A paused broker still accepts connections, so its lease decides.
+        """
+        while True:
+            await asyncio.sleep(interval_s)
+            if not self.election.active:
+                continue
+            try:
+                brokers = await self.store.get_prefix(self.keys.brokers_prefix())
+            except Exception:
+                continue
+            changed = False
+            seen = set()
+            for v, _, _ in brokers.values():
+                bid = int(v["id"])
+                seen.add(bid)
+                state = await tcp_probe_async(v["address"], 0.2)
+                if state == "refused":
+                    self._refusals[bid] = self._refusals.get(bid, 0) + 1
+                    if self._refusals[bid] >= 2 and bid not in self.refused:
+                        self.refused.add(bid)
+                        changed = True
+                        log.info("broker port refuses connections: treating it as gone", extra={"broker": bid})
+                elif state == "up":
+                    self._refusals.pop(bid, None)
+                    if bid in self.refused:
+                        self.refused.discard(bid)
+                        changed = True
+            for bid in list(self.refused - seen):  # deregistered: the lease takes over
+                self.refused.discard(bid)
+            if changed:
+                self.poke()
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -92,6 +131,7 @@ class PartitionController:
     async def run(self) -> None:
         """While active: reconcile on every broker change (poke) and every interval; rebalance leaders."""
         self.store.watch_prefix(self.keys.brokers_prefix(), lambda _snap: self.poke(), "controller-brokers")
+        self.store.spawn(self.probe_brokers(), "broker probes")
         last_rebalance = asyncio.get_running_loop().time()
         while True:
             with contextlib.suppress(asyncio.TimeoutError):

@@ -90,8 +90,12 @@ def bench_failover(topic: str, mode: str, rate: float, rounds: int, data_dir: st
             last_before = before[-1] if before else t_event
             first_after = after[0] if after else time.monotonic()
             stalls.append((first_after - last_before) * 1000)
-            with open(victim["log"], "ab") as logf:  # restart it on its old port
-                popen = subprocess.Popen(victim["argv"], stdout=logf, stderr=subprocess.STDOUT,
+            argv = list(victim["argv"])
+            if "--port" in argv:  # restart it on its old port so clients and cluster.json stay right
+                argv[argv.index("--port") + 1] = victim["address"].rpartition(":")[2]
+            victim["argv"] = argv
+            with open(victim["log"], "ab") as logf:
+                popen = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
             victim["pid"] = popen.pid
             write_cluster_file(os.path.abspath(data_dir), info)

@@ -82,8 +82,6 @@ class RecordAccumulator:
                 dq = self.batches[tp] = deque()
             batch = dq[-1] if dq else None
             if batch is None or (batch.size + size > self.batch_size and batch.records) or batch.encoded is not None:
-                if batch is not None:
-                    self.wakeup.set()  # the previous batch is full
                 batch = ProducerBatch(tp, time.monotonic())
                 dq.append(batch)
                 self.incomplete.add(batch.result)
@@ -93,6 +91,9 @@ class RecordAccumulator:
             batch.size += size
             n = len(records)
             self.buffered += size
+        if new:
+            # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
+            self.wakeup.set()
         return FutureRecordMetadata(batch.result, n - 1, ts), new
 
     def wait_for_space(self, timeout_s: float) -> None:
