@@ -1,0 +1,1 @@
+"""Spark pipelines on Tidelog: the PySpark data source (``tidelog_source``) and example jobs (``jobs``)."""

@@ -1,0 +1,1 @@
+"""Example pipeline jobs; each runs with ``python -m pipelines.jobs.<name> --help``."""

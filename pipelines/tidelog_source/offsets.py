@@ -1,0 +1,125 @@
+"""Resolving topics and offsets against the cluster (driver side), and planning offset ranges.
+
+Offsets are ``{topic: {"partition": offset}}`` (partition keys are strings, as JSON needs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipelines.tidelog_source.options import EARLIEST, LATEST, OptionError, SourceOptions
+from shared.client import Consumer, TopicPartition
+from shared.client.cluster import ClusterClient
+
+Offsets = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Range:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def to_tps(offsets: Offsets) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): o for t, ps in offsets.items() for p, o in ps.items()}
+
+
+def from_tps(tps: dict[TopicPartition, int]) -> Offsets:
+    out: Offsets = {}
+    for tp, off in sorted(tps.items()):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = off
+    return out
+
+
+class OffsetResolver:
+    """Driver-side lookups: which partitions exist, and earliest / latest / by-timestamp offsets."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.consumer = Consumer(opts.bootstrap_servers, client_id="tidelog-spark-driver")
+        self.cluster: ClusterClient = self.consumer.cluster
+
+    def partitions(self) -> list[TopicPartition]:
+        opts = self.opts
+        if opts.assign is not None:
+            return [TopicPartition(t, p) for t, ps in sorted(opts.assign.items()) for p in sorted(ps)]
+        names = list(opts.subscribe) if opts.subscribe else None
+        snap = self.cluster.refresh(names or [])
+        if names is None:  # subscribePattern: every topic, filtered
+            snap = self.cluster.refresh()
+            from shared.proto import tidelog_pb2 as pb
+
+            for addr in list(snap.brokers.values()):
+                stub = self.cluster.reachable_stub(addr)
+                if stub is None:
+                    continue
+                md = stub.Metadata(pb.MetadataRequest(), timeout=10)
+                names = [t.name for t in md.topics if not t.error_code and opts.matches(t.name)]
+                break
+            names = names or []
+            snap = self.cluster.refresh(names)
+        out = []
+        for t in sorted(names):
+            parts = snap.topics.get(t)
+            if parts is None:
+                continue  # not (yet) existing: Spark's Kafka source waits for it likewise
+            out.extend(TopicPartition(t, p) for p in sorted(parts))
+        return out
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.consumer.beginning_offsets(tps) if tps else {}
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.consumer.end_offsets(tps) if tps else {}
+
+    def resolve(self, spec: object, tps: list[TopicPartition], *, starting: bool) -> dict[TopicPartition, int]:
+        """Offsets for ``tps`` from ``earliest`` / ``latest`` / JSON (where -2 / -1 mean the same)."""
+        earliest = self.earliest(tps)
+        latest = self.latest(tps)
+        if starting and self.opts.starting_by_timestamp is not None:
+            wanted = {TopicPartition(t, int(p)): ts for t, ps in self.opts.starting_by_timestamp.items() for p, ts in ps.items()}
+            return self._by_time(tps, wanted, latest)
+        if starting and self.opts.starting_timestamp is not None:
+            return self._by_time(tps, {tp: self.opts.starting_timestamp for tp in tps}, latest)
+        if spec == "earliest":
+            return earliest
+        if spec == "latest":
+            return latest
+        assert isinstance(spec, dict)
+        given = to_tps(spec)
+        out = {}
+        for tp in tps:
+            off = given.get(tp)
+            if off is None:
+                if tp.topic in spec:
+                    raise OptionError(f"{'startingOffsets' if starting else 'endingOffsets'} has no offset for {tp}")
+                off = EARLIEST if starting else LATEST
+            out[tp] = earliest[tp] if off == EARLIEST else latest[tp] if off == LATEST else off
+        return out
+
+    def _by_time(self, tps: list[TopicPartition], wanted: dict[TopicPartition, int],
+                 latest: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        found = self.consumer.offsets_for_times({tp: wanted[tp] for tp in tps if tp in wanted})
+        return {tp: (found[tp][0] if found.get(tp) else latest[tp]) for tp in tps}
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def plan_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int],
+                min_partitions: int | None) -> list[Range]:
+    """One range per topic-partition with data; split the largest ones to reach ``min_partitions``."""
+    ranges = [Range(tp.topic, tp.partition, start.get(tp, 0), off) for tp, off in sorted(end.items())
+              if off > start.get(tp, 0)]
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    out: list[Range] = []
+    for r in ranges:
+        pieces = max(1, round(min_partitions * (r.end - r.start) / total))
+        step = -(-(r.end - r.start) // pieces)
+        for s in range(r.start, r.end, step):
+            out.append(Range(r.topic, r.partition, s, min(s + step, r.end)))
+    return out

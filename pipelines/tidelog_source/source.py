@@ -1,0 +1,346 @@
+"""The ``tidelog`` PySpark data source: batch and streaming reads, batch and streaming writes.
+
+Driver-side methods (``partitions``, ``latestOffset``...) resolve offsets through
+the brokers; ``read()`` runs in executor workers and reads its offset range with
+the Python client (gRPC), returning Arrow record batches. The output schema and
+option names are those of Spark's Kafka source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, plan_ranges, to_tps
+from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_options
+from shared.client.cluster import ClusterClient
+from shared.client.range_reader import read_range
+from shared.errors import OffsetOutOfRangeError
+from shared.records.batch import decode_records, records_section
+from shared.runtime import tune_allocator
+from shared.types import TopicPartition
+
+BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+               "timestamp timestamp, timestampType int")
+HEADERS_SCHEMA = BASE_SCHEMA + ", headers array<struct<key: string, value: binary>>"
+ROWS_PER_ARROW_BATCH = 20_000
+
+_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(("headers", _HEADER_TYPE))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """Executor side: the records of ``[start, end)`` of one topic-partition as Arrow batches."""
+    tune_allocator()
+    schema = arrow_schema(opts.include_headers)
+    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader")
+    tp = TopicPartition(part.topic, part.partition)
+    start, end = part.start, part.end
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    stamps: list[int] = []
+    types: list[int] = []
+    headers: list[list[dict[str, Any]]] = []
+
+    def flush() -> pa.RecordBatch:
+        n = len(offsets)
+        arrays = [
+            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+            pa.array([part.topic] * n, pa.string()), pa.array([part.partition] * n, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(stamps, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(types, pa.int32()),
+        ]
+        if opts.include_headers:
+            arrays.append(pa.array(headers, _HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        for lst in (keys, values, offsets, stamps, types, headers):
+            lst.clear()
+        return batch
+
+    try:
+        for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
+                                            fail_on_data_loss=opts.fail_on_data_loss):
+            if header.is_control:
+                continue
+            recs = decode_records(header, records_section(data, header, pos))
+            if header.base_offset < start or header.last_offset >= end:
+                recs = [r for r in recs if start <= r.offset < end]
+            keys += [r.key for r in recs]
+            values += [r.value for r in recs]
+            offsets += [r.offset for r in recs]
+            stamps += [r.timestamp * 1000 for r in recs]
+            types += [header.timestamp_type] * len(recs)
+            if opts.include_headers:
+                headers += [[{"key": k, "value": v} for k, v in r.headers] for r in recs]
+            if len(offsets) >= ROWS_PER_ARROW_BATCH:
+                yield flush()
+        if offsets:
+            yield flush()
+    finally:
+        cluster.close()
+
+
+class TidelogDataSource(DataSource):
+    """``spark.read.format("tidelog")`` / ``readStream`` / ``write`` / ``writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidelog"
+
+    def schema(self) -> str:
+        include = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        return HEADERS_SCHEMA if include else BASE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TidelogBatchReader(parse_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TidelogStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> TidelogWriter:
+        return TidelogWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return TidelogStreamWriter(dict(self.options), schema)
+
+
+class TidelogBatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[RangePartition]:
+        resolver = OffsetResolver(self.opts)
+        try:
+            tps = resolver.partitions()
+            start = resolver.resolve(self.opts.starting, tps, starting=True)
+            end = resolver.resolve(self.opts.ending, tps, starting=False)
+            earliest = resolver.earliest(tps)
+        finally:
+            resolver.close()
+        for tp, off in start.items():
+            if off < earliest.get(tp, 0):
+                if self.opts.fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        f"{tp}: startingOffsets {off} is below the log start offset {earliest[tp]} "
+                        "(data was deleted); set failOnDataLoss=false to start at the earliest offset")
+                start[tp] = earliest[tp]
+        ranges = plan_ranges(start, end, self.opts.min_partitions)
+        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_partition(self.opts, partition)
+
+
+class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over offsets ``{topic: {partition: offset}}``; the checkpoint holds the truth."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._resolver: OffsetResolver | None = None
+        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+
+    @property
+    def resolver(self) -> OffsetResolver:
+        if self._resolver is None:
+            self._resolver = OffsetResolver(self.opts)
+        return self._resolver
+
+    def initialOffset(self) -> Offsets:
+        tps = self.resolver.partitions()
+        return from_tps(self.resolver.resolve(self.opts.starting, tps, starting=True))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.resolver.partitions()
+        self._target = self.resolver.latest(tps)
+
+    def _latest(self) -> dict[TopicPartition, int]:
+        if self._target is not None:
+            return dict(self._target)
+        return self.resolver.latest(self.resolver.partitions())
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        begin = to_tps(start)
+        latest = self._latest()
+        new = [tp for tp in latest if tp not in begin]
+        if new:  # partitions that appeared since: read them from their start (as Spark's Kafka source)
+            begin.update(self.resolver.earliest(new))
+        end = {tp: max(latest.get(tp, begin[tp]), begin[tp]) for tp in begin}
+        if isinstance(limit, ReadMaxRows):
+            end = self._rate_limit(begin, end, limit.max_rows)
+        return from_tps(end)
+
+    @staticmethod
+    def _rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int], max_rows: int) -> dict[TopicPartition, int]:
+        """Spread ``max_rows`` over partitions in proportion to their backlog (as Spark does)."""
+        lag = {tp: end[tp] - begin[tp] for tp in end}
+        total = sum(lag.values())
+        if total <= max_rows:
+            return end
+        out = {}
+        budget = max_rows
+        for tp in sorted(lag):
+            take = min(lag[tp], int(max_rows * lag[tp] / total))
+            out[tp] = begin[tp] + take
+            budget -= take
+        for tp in sorted(lag):  # rounding leftovers go to the partitions with backlog left
+            if budget <= 0:
+                break
+            extra = min(budget, end[tp] - out[tp])
+            out[tp] += extra
+            budget -= extra
+        return out
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[RangePartition]:
+        begin, stop = to_tps(start), to_tps(end)
+        new = [tp for tp in stop if tp not in begin]
+        if new:
+            begin.update(self.resolver.earliest(new))
+        earliest = self.resolver.earliest(list(stop))
+        for tp, off in list(begin.items()):
+            if tp in earliest and off < earliest[tp]:
+                if self.opts.fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        f"{tp}: offsets {off}..{earliest[tp] - 1} were deleted before this query read them; "
+                        "set failOnDataLoss=false to skip lost data")
+                begin[tp] = earliest[tp]
+        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in plan_ranges(begin, stop, None)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_partition(self.opts, partition)
+
+    def commit(self, end: Offsets) -> None:
+        pass  # nothing to do: offsets live in Spark's checkpoint, not in Tidelog
+
+    def stop(self) -> None:
+        if self._resolver is not None:
+            self._resolver.close()
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    records: int
+
+
+def _as_bytes(v: Any) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    raise OptionError(f"key and value columns must be binary or string, got {type(v).__name__}")
+
+
+def write_batches(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> WriteCommit:
+    """Executor side: produce every row (key, value, optional topic/partition/headers columns)."""
+    from shared.client import Producer
+
+    servers = options.get("bootstrap.servers") or options.get("kafka.bootstrap.servers")
+    if not servers:
+        raise OptionError("option bootstrap.servers is required")
+    topic_opt = options.get("topic")
+    producer = Producer(servers, acks=options.get("acks", "all"), linger_ms=int(options.get("linger.ms", "5")),
+                        batch_size=int(options.get("batch.size", str(1 << 20))),
+                        compression_type=options.get("compression.type"), max_request_size=4 << 20)
+    n = 0
+    futures = []
+    try:
+        for batch in batches:
+            cols = batch.schema.names
+            if "value" not in cols:
+                raise OptionError("the DataFrame needs a value column")
+            values = batch.column("value").to_pylist()
+            keys = batch.column("key").to_pylist() if "key" in cols else [None] * len(values)
+            topics = batch.column("topic").to_pylist() if "topic" in cols and not topic_opt else None
+            parts = batch.column("partition").to_pylist() if "partition" in cols else None
+            hdrs = batch.column("headers").to_pylist() if "headers" in cols else None
+            if topics is None and not topic_opt:
+                raise OptionError("give option topic or a topic column")
+            for i, value in enumerate(values):
+                topic = topic_opt or topics[i]  # type: ignore[index]
+                headers = [(h["key"], _as_bytes(h["value"])) for h in hdrs[i]] if hdrs and hdrs[i] else None
+                fut = producer.send(topic, _as_bytes(value), key=_as_bytes(keys[i]),
+                                    partition=parts[i] if parts else None, headers=headers)
+                if i % 1000 == 0:
+                    futures.append(fut)
+                n += 1
+        producer.flush()
+        for f in futures:
+            f.get()  # surface a failed send as a failed task (Spark retries it)
+    finally:
+        producer.close()
+    return WriteCommit(n)
+
+
+class TidelogWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        return write_batches(self.options, iterator)
+
+
+class TidelogStreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def write(self, iterator: Iterator[Any]) -> WriteCommit:
+        def batches() -> Iterator[pa.RecordBatch]:
+            rows = []
+            for row in iterator:
+                rows.append(row.asDict(recursive=True))
+                if len(rows) >= 10_000:
+                    yield pa.RecordBatch.from_pylist(rows)
+                    rows = []
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows)
+
+        return write_batches(self.options, batches())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
