@@ -161,7 +161,8 @@ class TidelogBatchReader(DataSourceReader):
         return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            return iter(())  # Spark's placeholder when partitions() planned nothing
         return read_partition(self.opts, partition)
 
 
@@ -245,7 +246,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(r.topic, r.partition, r.start, r.end) for r in plan_ranges(begin, stop, None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            return iter(())  # Spark's placeholder when partitions() planned nothing
         return read_partition(self.opts, partition)
 
     def commit(self, end: Offsets) -> None:

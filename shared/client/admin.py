@@ -24,7 +24,7 @@ class Admin:
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self.timeout = timeout
-        self.rest_url = (rest_url or self._discover()).rstrip("/")
+        self.rest_url = (rest_url or self._discover(wait_s=15.0)).rstrip("/")
         self._http = httpx.Client(timeout=timeout)
 
     def _discover(self, wait_s: float = 0.0) -> str:
