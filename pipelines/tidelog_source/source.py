@@ -8,11 +8,14 @@ option names are those of Spark's Kafka source.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -30,14 +33,13 @@ from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_o
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
 from shared.errors import OffsetOutOfRangeError
-from shared.records.batch import decode_records, records_section
+from shared.records.batch import HEADER_SIZE, Columns, Header, decode_columns, records_section
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                "timestamp timestamp, timestampType int")
 HEADERS_SCHEMA = BASE_SCHEMA + ", headers array<struct<key: string, value: binary>>"
-ROWS_PER_ARROW_BATCH = 20_000
 
 _HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -60,55 +62,94 @@ class RangePartition(InputPartition):
     end: int
 
 
+def binary_column(buf: bytes, spans: list[tuple[int, int] | None]) -> pa.Array:
+    """An Arrow binary array of ``buf[a:b]`` for each span, built with one copy (join of memoryviews)."""
+    if None in spans:
+        return pa.array([None if s is None else buf[s[0]:s[1]] for s in spans], pa.binary())
+    mv = memoryview(buf)
+    data = b"".join([mv[a:b] for a, b in spans])  # type: ignore[misc]
+    offsets = array("i", [0])
+    offsets.extend(accumulate(b - a for a, b in spans))  # type: ignore[misc]
+    return pa.Array.from_buffers(pa.binary(), len(spans), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _arrow_batch(opts: SourceOptions, schema: pa.Schema, part: RangePartition, buf: bytes, cols: list[Columns],
+                 ts_types: list[int]) -> pa.RecordBatch:
+    offsets: list[int] = []
+    stamps: list[int] = []
+    kspans: list[tuple[int, int] | None] = []
+    vspans: list[tuple[int, int] | None] = []
+    types: list[int] = []
+    headers: list[list[Header]] = []
+    for c, t in zip(cols, ts_types):
+        offsets += c.offsets
+        stamps += c.timestamps
+        kspans += c.key_spans
+        vspans += c.value_spans
+        types += [t] * len(c.offsets)
+        if c.headers is not None:
+            headers += c.headers
+    n = len(offsets)
+    arrays = [
+        binary_column(buf, kspans), binary_column(buf, vspans),
+        pa.array([part.topic] * n, pa.string()), pa.array([part.partition] * n, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(types, pa.int32()),
+    ]
+    if opts.include_headers:
+        arrays.append(pa.array([[{"key": k, "value": v} for k, v in hs] for hs in headers], _HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """Executor side: the records of ``[start, end)`` of one topic-partition as Arrow batches."""
+    """Executor side: the records of ``[start, end)`` of one topic-partition as Arrow batches.
+
+    Records are decoded into positions (``decode_columns``) and the key and value
+    columns are cut from the fetched buffer in one copy each, so no Python object is
+    made per record. One Arrow batch per fetched buffer (or per decompressed batch).
+    """
     tune_allocator()
     schema = arrow_schema(opts.include_headers)
     cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader")
     tp = TopicPartition(part.topic, part.partition)
     start, end = part.start, part.end
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
+    current: bytes | None = None
+    cols: list[Columns] = []
     types: list[int] = []
-    headers: list[list[dict[str, Any]]] = []
 
-    def flush() -> pa.RecordBatch:
-        n = len(offsets)
-        arrays = [
-            pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-            pa.array([part.topic] * n, pa.string()), pa.array([part.partition] * n, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array(stamps, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(types, pa.int32()),
-        ]
-        if opts.include_headers:
-            arrays.append(pa.array(headers, _HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-        for lst in (keys, values, offsets, stamps, types, headers):
-            lst.clear()
-        return batch
+    def trimmed(c: Columns) -> Columns:
+        keep = [i for i, o in enumerate(c.offsets) if start <= o < end]
+        t = Columns(c.data)
+        t.offsets = [c.offsets[i] for i in keep]
+        t.timestamps = [c.timestamps[i] for i in keep]
+        t.key_spans = [c.key_spans[i] for i in keep]
+        t.value_spans = [c.value_spans[i] for i in keep]
+        t.headers = [c.headers[i] for i in keep] if c.headers is not None else None
+        return t
 
     try:
         for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
                                             fail_on_data_loss=opts.fail_on_data_loss):
             if header.is_control:
                 continue
-            recs = decode_records(header, records_section(data, header, pos))
+            if header.compression:
+                buf = records_section(data, header, pos)
+                c = decode_columns(header, buf, with_headers=opts.include_headers)
+            else:
+                buf = data
+                c = decode_columns(header, data, with_headers=opts.include_headers,
+                                   start=pos + HEADER_SIZE, end=pos + header.size)
             if header.base_offset < start or header.last_offset >= end:
-                recs = [r for r in recs if start <= r.offset < end]
-            keys += [r.key for r in recs]
-            values += [r.value for r in recs]
-            offsets += [r.offset for r in recs]
-            stamps += [r.timestamp * 1000 for r in recs]
-            types += [header.timestamp_type] * len(recs)
-            if opts.include_headers:
-                headers += [[{"key": k, "value": v} for k, v in r.headers] for r in recs]
-            if len(offsets) >= ROWS_PER_ARROW_BATCH:
-                yield flush()
-        if offsets:
-            yield flush()
+                c = trimmed(c)
+            if current is not None and buf is not current and cols:
+                yield _arrow_batch(opts, schema, part, current, cols, types)
+                cols, types = [], []
+            current = buf
+            cols.append(c)
+            types.append(header.timestamp_type)
+        if cols and current is not None:
+            yield _arrow_batch(opts, schema, part, current, cols, types)
     finally:
         cluster.close()
 

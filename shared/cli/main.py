@@ -61,6 +61,16 @@ bench.add_command(bench_consume)
 bench.add_command(bench_failover)
 
 
+@bench.command("spark", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+               add_help_option=False)
+@click.pass_context
+def bench_spark(ctx: click.Context) -> None:
+    """Spark batch read of a topic into count() and Parquet (records/s). See --help."""
+    from pipelines.bench import bench_spark as command
+
+    command.main(args=ctx.args, prog_name="tidelog bench spark", standalone_mode=True)
+
+
 def main() -> None:
     cli()
 

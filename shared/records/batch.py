@@ -643,3 +643,139 @@ def build_control_batch(
         transactional=True,
         control=True,
     )
+
+
+class Columns:
+    """A batch's records as columns of positions: what the columnar (Arrow) path needs.
+
+    ``key_spans`` / ``value_spans`` are ``(start, end)`` byte positions in ``data``
+    (``None`` for a null); headers are decoded only when asked for.
+    """
+
+    __slots__ = ("data", "offsets", "timestamps", "key_spans", "value_spans", "headers")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.key_spans: list[tuple[int, int] | None] = []
+        self.value_spans: list[tuple[int, int] | None] = []
+        self.headers: list[list[Header]] | None = None
+
+
+def decode_columns(header: BatchHeader, data: bytes, *, with_headers: bool = False,
+                   start: int = 0, end: int | None = None) -> Columns:
+    """Decode a records section into positions instead of objects (no per-record bytes copies).
+
+    ``data[start:end]`` is the records section; for an uncompressed batch the caller can pass
+    the whole fetched buffer with the section's bounds, so spans point into that buffer.
+    Same validation as ``decode_records``: every record must end where its length says.
+    """
+    try:
+        return _decode_columns(header, data, with_headers, start, len(data) if end is None else end)
+    except IndexError as exc:
+        raise CorruptRecordError(
+            f"records of batch at offset {header.base_offset} run past the end of the batch"
+        ) from exc
+
+
+def _decode_columns(header: BatchHeader, data: bytes, with_headers: bool, start: int, stop: int) -> Columns:
+    cols = Columns(data)
+    offsets, stamps, kspans, vspans = cols.offsets, cols.timestamps, cols.key_spans, cols.value_spans
+    hdrs: list[list[Header]] | None = [] if with_headers else None
+    cols.headers = hdrs
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
+    dz = decode_zigzag
+    pos = start
+    kappend, vappend = kspans.append, vspans.append
+    for _ in range(header.records_count):
+        b = data[pos]
+        if b < 0x80:
+            length = b >> 1
+            pos += 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                length = ((b & 0x7F) | (b2 << 7)) >> 1
+                pos += 2
+            else:
+                length, pos = dz(data, pos)
+        rec_end = pos + length
+        b = data[pos + 1]
+        if b < 0x80:
+            td = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            td, pos = dz(data, pos + 1)
+        b = data[pos]
+        if b < 0x80:
+            od = b >> 1
+            pos += 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80:
+                od = ((b & 0x7F) | (b2 << 7)) >> 1
+                pos += 2
+            else:
+                od, pos = dz(data, pos)
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+            if b & 1:
+                if b != 1:
+                    raise CorruptRecordError(f"negative key length at offset {base_offset + od}")
+                kappend(None)
+            else:
+                kappend((pos, pos + (b >> 1)))
+                pos += b >> 1
+        else:
+            klen, pos = dz(data, pos)
+            if klen < 0:
+                raise CorruptRecordError(f"negative key length at offset {base_offset + od}")
+            kappend((pos, pos + klen))
+            pos += klen
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+            if b & 1:
+                if b != 1:
+                    raise CorruptRecordError(f"negative value length at offset {base_offset + od}")
+                vappend(None)
+            else:
+                vappend((pos, pos + (b >> 1)))
+                pos += b >> 1
+        else:
+            b2 = data[pos + 1]
+            if b2 < 0x80 and not b & 1:
+                vlen = ((b & 0x7F) | (b2 << 7)) >> 1
+                pos += 2
+            else:
+                vlen, pos = dz(data, pos)
+                if vlen < 0:
+                    if vlen != -1:
+                        raise CorruptRecordError(f"negative value length at offset {base_offset + od}")
+                    vappend(None)
+                    vlen = -1
+            if vlen >= 0:
+                vappend((pos, pos + vlen))
+                pos += vlen
+        if data[pos] == 0:
+            pos += 1
+            if hdrs is not None:
+                hdrs.append([])
+        else:
+            hcount, pos = dz(data, pos)
+            if hcount < 0:
+                raise CorruptRecordError(f"negative header count at offset {base_offset + od}")
+            hs, pos = _decode_headers(data, pos, hcount)
+            if hdrs is not None:
+                hdrs.append(hs)
+        if pos != rec_end:
+            raise CorruptRecordError(f"record at offset {base_offset + od} does not end where its length says")
+        offsets.append(base_offset + od)
+        stamps.append(base_ts + td if log_append_ts is None else log_append_ts)
+    if pos != stop:
+        raise CorruptRecordError(f"batch at offset {base_offset} has {stop - pos} bytes after its last record")
+    return cols

@@ -1,0 +1,77 @@
+"""``tidelog bench spark``: Spark batch read throughput into count() and into a Parquet write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import click
+
+from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.errors import ErrorCode, TidelogError
+
+
+def _fill(servers: str, topic: str, records: int, record_size: int, partitions: int) -> int:
+    admin = Admin(servers)
+    try:
+        admin.create_topic(topic, partitions=partitions, configs={"max.message.bytes": str(8 << 20)})
+    except TidelogError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+    parts = [p["partition"] for p in admin.describe_topic(topic)["partitions"]]
+    admin.close()
+    with Consumer(servers) as c:
+        tps = [TopicPartition(topic, p) for p in parts]
+        c.assign(tps)
+        have = sum(c.end_offsets(tps).values()) - sum(c.beginning_offsets(tps).values())
+    missing = records - have
+    if missing > 0:
+        values = [os.urandom(record_size) for _ in range(64)]
+        with Producer(servers, acks=1, linger_ms=5, batch_size=1 << 20, max_request_size=4 << 20) as p:
+            for i in range(missing):
+                p.send(topic, values[i & 63], key=os.urandom(16) if i % 64 == 0 else values[i & 63][:16])
+    return max(records, have)
+
+
+@click.command("spark")
+@click.option("--topic", default="spark-bench", show_default=True)
+@click.option("--records", default=1_000_000, show_default=True, type=click.IntRange(1))
+@click.option("--record-size", default=1024, show_default=True, type=click.IntRange(0))
+@click.option("--partitions", default=4, show_default=True, type=click.IntRange(1))
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@cluster_options
+def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, as_json: bool,
+                bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet."""
+    from pipelines.spark import local_session
+
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    total = _fill(servers, topic, records, record_size, partitions)
+    spark = local_session("tidelog-bench", master)
+    df = (spark.read.format("tidelog").option("bootstrap.servers", servers).option("subscribe", topic)
+          .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    t0 = time.perf_counter()
+    n = df.count()
+    count_s = time.perf_counter() - t0
+    out = tempfile.mkdtemp(prefix="tidelog-bench-parquet-")
+    try:
+        t0 = time.perf_counter()
+        df.write.mode("overwrite").parquet(out)
+        parquet_s = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        spark.stop()
+    res = {"records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
+           "count_seconds": count_s, "count_records_per_s": n / count_s,
+           "parquet_seconds": parquet_s, "parquet_records_per_s": n / parquet_s,
+           "count_mb_per_s": n * record_size / count_s / 1e6, "parquet_mb_per_s": n * record_size / parquet_s / 1e6}
+    if as_json:
+        click.echo(json.dumps(res))
+    else:
+        click.echo(f"count():      {n} records in {count_s:.1f}s = {n / count_s:,.0f} records/s ({res['count_mb_per_s']:.0f} MB/s)\n"
+                   f"Parquet:      {n} records in {parquet_s:.1f}s = {n / parquet_s:,.0f} records/s ({res['parquet_mb_per_s']:.0f} MB/s)")
