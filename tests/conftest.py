@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -106,6 +105,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c.lc.stop()
 
 
-@pytest.fixture
-def python() -> str:
-    return sys.executable
+@pytest.fixture(scope="module")
+def env(cluster: Cluster) -> Iterator[tuple[Cluster, str, Any]]:
+    """The shared cluster, its brokers' bootstrap string and an Admin client."""
+    from shared.client import Admin
+
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    admin = Admin(bootstrap)
+    yield cluster, bootstrap, admin
+    admin.close()

@@ -12,9 +12,8 @@ from collections import defaultdict
 
 import grpc
 import httpx
-import pytest
 
-from shared.client import Admin, Consumer, Producer, TopicPartition, partition_for_key
+from shared.client import Consumer, Producer, TopicPartition, partition_for_key
 from shared.errors import ErrorCode
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
@@ -24,14 +23,6 @@ from tests.conftest import REPO, wait_for
 
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def env(cluster):
-    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
-    admin = Admin(bootstrap)
-    yield cluster, bootstrap, admin
-    admin.close()
 
 
 def brokers_by_id(cluster) -> dict[int, str]:

@@ -13,7 +13,7 @@ from pipelines.jobs.clicks_per_minute import build_query
 from pipelines.jobs.export_parquet import export
 from pipelines.jobs.generate_clicks import generate
 from pipelines.spark import local_session
-from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.client import Consumer, Producer, TopicPartition
 from tests.conftest import wait_for
 
 
@@ -26,14 +26,6 @@ def spark():
     session = local_session("tidelog-tests")
     yield session
     session.stop()
-
-
-@pytest.fixture(scope="module")
-def env(cluster):
-    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
-    admin = Admin(bootstrap)
-    yield cluster, bootstrap, admin
-    admin.close()
 
 
 def produce(bootstrap: str, topic: str, n: int, start: int = 0, partitions: int | None = None, **kw) -> dict[str, tuple]:
