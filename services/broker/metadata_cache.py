@@ -30,9 +30,6 @@ class ClusterView:
     controller_epoch: int = 0
     cluster_id: str = ""
 
-    def topic_of(self, tp: TopicPartition) -> TopicRecord | None:
-        return self.topics.get(tp.topic)
-
     def replicas(self, tp: TopicPartition) -> list[int]:
         t = self.topics.get(tp.topic)
         return t.assignment.get(tp.partition, []) if t else []

@@ -23,7 +23,6 @@ from shared.errors import (
     ErrorCode,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     TidelogError,
 )
 from shared.types import TopicPartition
@@ -98,8 +97,6 @@ class Partition:
             self.followers = {r: FollowerState(last_caught_up_ms=now) for r in replicas if r != self.broker_id}
         elif not self.is_leader:
             self.followers = {}
-            if was_leader:
-                self.fail_waiters()
         self._maybe_advance_hw()
 
     def check_epoch(self, epoch: int) -> None:
@@ -263,12 +260,6 @@ class Partition:
         if found is None or (for_consumer and found[0] >= self.high_watermark):
             return None
         return found
-
-    def check_offset(self, offset: int) -> None:
-        if offset < self.log.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"{self.tp}: offset {offset} outside [{self.log.log_start_offset}, {self.log_end_offset}]"
-            )
 
     # -- waiting ------------------------------------------------------------------------------------
 

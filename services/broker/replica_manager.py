@@ -22,7 +22,7 @@ from services.broker.log import PartitionLog
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
-from shared.config import LogConfig, effective_configs
+from shared.config import LogConfig
 from shared.errors import (
     ErrorCode,
     NotLeaderOrFollowerError,
@@ -32,7 +32,6 @@ from shared.errors import (
 from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from shared.records.batch import HEADER_SIZE, LOG_OVERHEAD
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -81,12 +80,6 @@ class FetchParams:
     specs: list[FetchSpec] = field(default_factory=list)
 
 
-def _first_batch_size(data: bytes) -> int:
-    if len(data) < HEADER_SIZE:
-        return 0
-    return int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-
-
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms, *,
                  replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500) -> None:
@@ -118,15 +111,16 @@ class ReplicaManager:
         for tp in list(self.partitions):
             if tp not in wanted:
                 self._remove(tp, delete=True)
+        log_configs = {name: LogConfig.from_topic_configs(view.topics[name].configs)
+                       for name in {tp.topic for tp in wanted}}  # once per topic, not per partition
         for tp, (topic_id, replicas) in wanted.items():
-            overrides = view.topics[tp.topic].configs
-            configs = effective_configs(overrides)
-            part = self.partitions.get(tp) or self._open(tp, topic_id, overrides)
-            part.log.config = LogConfig.from_topic_configs(overrides)
+            config = log_configs[tp.topic]
+            part = self.partitions.get(tp) or self._open(tp, topic_id, config)
+            part.log.config = config
             st = view.partitions.get(tp)
             if st is not None:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
-                                  int(configs["min.insync.replicas"]))
+                                  int(config.extra["min.insync.replicas"]))
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
@@ -225,7 +219,7 @@ class ReplicaManager:
             part.pending_isr = None
             part._maybe_advance_hw()
 
-    def _open(self, tp: TopicPartition, topic_id: str, overrides: dict[str, object]) -> Partition:
+    def _open(self, tp: TopicPartition, topic_id: str, config: LogConfig) -> Partition:
         path = self._dir(tp)
         id_file = os.path.join(path, TOPIC_ID_FILE)
         if os.path.isdir(path):
@@ -239,7 +233,7 @@ class ReplicaManager:
         os.makedirs(path, exist_ok=True)
         with open(id_file, "w") as f:
             f.write(topic_id)
-        plog = PartitionLog(path, LogConfig.from_topic_configs(overrides), self.clock)
+        plog = PartitionLog(path, config, self.clock)
         part = Partition(tp, plog, self.broker_id, self.clock)
         self.partitions[tp] = part
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
@@ -323,11 +317,9 @@ class ReplicaManager:
                         raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {spec.tp}")
                     part.update_follower(params.replica_id, spec.offset)
                 budget = min(spec.max_bytes, params.max_bytes - total)
+                # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
                 data = part.read(spec.offset, max(budget, 0), for_consumer=params.replica_id < 0, min_one=total == 0)
-                if budget <= 0 and total > 0:
-                    data_bytes = b""
-                else:
-                    data_bytes = data.records
+                data_bytes = data.records
                 total += len(data_bytes)
                 out[spec.tp] = FetchPartitionResult(
                     high_watermark=part.high_watermark, log_start_offset=data.log_start_offset,

@@ -59,7 +59,6 @@ class ControllerElection:
         self.tick_s = tick_s
         self.on_change = on_change
         self.epoch = 0  # 0 while standby
-        self.fenced_writes = 0
         self._lease: Any = None
         self._lost = asyncio.Event()
 
@@ -81,7 +80,6 @@ class ControllerElection:
             if current is not None and current[1] == self.epoch:
                 raise ConflictError(conflict or "metadata changed concurrently")
         if not ok:
-            self.fenced_writes += 1
             log.warning("fenced: write refused, stepping down", extra={"epoch": self.epoch})
             self._lost.set()
             raise FencedError(f"controller epoch {self.epoch} is no longer current")

@@ -103,7 +103,7 @@ class Completed:
 
 class PartitionState:
     __slots__ = ("position", "fetch_position", "generation", "high_watermark", "log_start_offset", "buffered",
-                 "paused", "needs_reset", "leader_epoch")
+                 "paused", "leader_epoch")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -113,7 +113,6 @@ class PartitionState:
         self.log_start_offset = -1
         self.buffered = 0
         self.paused = False
-        self.needs_reset = True
         self.leader_epoch = -1
 
 
@@ -195,7 +194,6 @@ class Consumer:
         st.position = offset
         st.fetch_position = offset
         st.generation += 1
-        st.needs_reset = False
         st.buffered = 0
         self._completed = deque(c for c in self._completed if c.tp != tp)
         if self._current is not None and self._current[0] == tp:

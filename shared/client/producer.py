@@ -17,7 +17,6 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 
@@ -64,7 +63,6 @@ class RecordAccumulator:
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.lock = threading.Lock()
         self.wakeup = threading.Event()
-        self.done_cond = threading.Condition(threading.Lock())
         self.incomplete: set[ProduceRequestResult] = set()
         self.flushing = 0
         self.closed = False
@@ -536,6 +534,3 @@ class Producer:
             return
         for batch in entry.batches.values():
             self._expire_or_retry(batch, error)
-
-    def metrics(self) -> dict[str, Any]:
-        return {"connections": len(self._connections), "unsent": self.accumulator.has_unsent()}
