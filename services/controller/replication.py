@@ -58,9 +58,12 @@ class PartitionController:
         for key, (value, _, mod) in parts_snap.items():
             topic, _, p = key.decode()[len(prefix):].rpartition("/")
             states[TopicPartition(topic, int(p))] = (PartitionState.from_json(value), mod)
+        return topics, states, await self.live_brokers()
+
+    async def live_brokers(self) -> set[int]:
+        """Registered brokers, minus those whose port refuses connections (crashed, lease not yet expired)."""
         brokers = await self.store.get_prefix(self.keys.brokers_prefix())
-        live = {int(v["id"]) for v, _, _ in brokers.values()} - self.refused
-        return topics, states, live
+        return {int(v["id"]) for v, _, _ in brokers.values()} - self.refused
 
     async def probe_brokers(self, interval_s: float = 0.25) -> None:
         """Treat a registered broker whose port refuses connections twice in a row as gone.
@@ -161,9 +164,10 @@ class PartitionController:
                 raise TidelogError(f"{tp} does not exist", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             st, rev = PartitionState.from_json(got[0]), got[2]
             replicas = TopicRecord.from_json(topic[0]).assignment.get(tp.partition, [])
-            brokers = await self.store.get_prefix(self.keys.brokers_prefix())
-            live = {int(v["id"]) for v, _, _ in brokers.values()}
-            new = alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr, live)
+            # A crashed broker stays registered until its lease expires; the leader may still hold its
+            # last fetch position and propose it back. Refused ports make it ineligible at once.
+            new = alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr,
+                                  await self.live_brokers())
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
             return new
 
