@@ -8,14 +8,12 @@ option names are those of Spark's Kafka source.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -33,7 +31,8 @@ from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_o
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
 from shared.errors import OffsetOutOfRangeError
-from shared.records.batch import HEADER_SIZE, Columns, Header, decode_columns, records_section
+from shared.records.batch import HEADER_SIZE, Columns, decode_columns, records_section
+from shared.records.positions import RecordPositions
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
@@ -62,42 +61,42 @@ class RangePartition(InputPartition):
     end: int
 
 
-def binary_column(buf: bytes, spans: list[tuple[int, int] | None]) -> pa.Array:
-    """An Arrow binary array of ``buf[a:b]`` for each span, built with one copy (join of memoryviews)."""
-    if None in spans:
-        return pa.array([None if s is None else buf[s[0]:s[1]] for s in spans], pa.binary())
+def binary_column(buf: bytes, start: np.ndarray, end: np.ndarray, null: np.ndarray | None) -> pa.Array:
+    """An Arrow binary array of ``buf[start[i]:end[i]]``, built with one copy (a join of memoryviews)."""
     mv = memoryview(buf)
-    data = b"".join([mv[a:b] for a, b in spans])  # type: ignore[misc]
-    offsets = array("i", [0])
-    offsets.extend(accumulate(b - a for a, b in spans))  # type: ignore[misc]
-    return pa.Array.from_buffers(pa.binary(), len(spans), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    data = b"".join(map(mv.__getitem__, map(slice, start.tolist(), end.tolist())))
+    offsets = np.zeros(len(start) + 1, np.int32)
+    np.cumsum(end - start, out=offsets[1:])
+    validity = None if null is None else pa.py_buffer(np.packbits(~null, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), len(start), [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=0 if null is None else int(null.sum()))
 
 
 def _arrow_batch(opts: SourceOptions, schema: pa.Schema, part: RangePartition, buf: bytes, cols: list[Columns],
                  ts_types: list[int]) -> pa.RecordBatch:
-    offsets: list[int] = []
-    stamps: list[int] = []
-    kspans: list[tuple[int, int] | None] = []
-    vspans: list[tuple[int, int] | None] = []
-    types: list[int] = []
-    headers: list[list[Header]] = []
-    for c, t in zip(cols, ts_types):
-        offsets += c.offsets
-        stamps += c.timestamps
-        kspans += c.key_spans
-        vspans += c.value_spans
-        types += [t] * len(c.offsets)
-        if c.headers is not None:
-            headers += c.headers
+    ps = [c.positions for c in cols]
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in ps])
+
+    def nulls(name: str) -> np.ndarray | None:
+        if all(getattr(p, name) is None for p in ps):
+            return None
+        return np.concatenate([np.zeros(len(p), bool) if getattr(p, name) is None else getattr(p, name) for p in ps])
+
+    offsets = cat("offsets")
     n = len(offsets)
     arrays = [
-        binary_column(buf, kspans), binary_column(buf, vspans),
-        pa.array([part.topic] * n, pa.string()), pa.array([part.partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(types, pa.int32()),
+        binary_column(buf, cat("key_start"), cat("key_end"), nulls("key_null")),
+        binary_column(buf, cat("value_start"), cat("value_end"), nulls("value_null")),
+        pa.array([part.topic] * n, pa.string()),
+        pa.array(np.full(n, part.partition, np.int32)),
+        pa.array(offsets),
+        pa.array(cat("timestamps") * 1000).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(np.repeat(np.array(ts_types, np.int32), [len(p) for p in ps])),
     ]
     if opts.include_headers:
+        headers = [h for c in cols for h in (c.headers or [])]
         arrays.append(pa.array([[{"key": k, "value": v} for k, v in hs] for hs in headers], _HEADER_TYPE))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -119,14 +118,12 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
     types: list[int] = []
 
     def trimmed(c: Columns) -> Columns:
-        keep = [i for i, o in enumerate(c.offsets) if start <= o < end]
-        t = Columns(c.data)
-        t.offsets = [c.offsets[i] for i in keep]
-        t.timestamps = [c.timestamps[i] for i in keep]
-        t.key_spans = [c.key_spans[i] for i in keep]
-        t.value_spans = [c.value_spans[i] for i in keep]
-        t.headers = [c.headers[i] for i in keep] if c.headers is not None else None
-        return t
+        p = c.positions
+        keep = (p.offsets >= start) & (p.offsets < end)
+        kept = RecordPositions(*(None if a is None else a[keep] for a in (
+            p.offsets, p.timestamps, p.key_start, p.key_end, p.key_null, p.value_start, p.value_end, p.value_null)))
+        headers = None if c.headers is None else [h for h, k in zip(c.headers, keep.tolist()) if k]
+        return Columns(c.data, kept, headers)
 
     try:
         for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,

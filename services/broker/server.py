@@ -14,6 +14,7 @@ from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManag
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.records.batch import next_offset_after
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -87,19 +88,26 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- fetch --------------------------------------------------------------------------------------
 
-    async def _fetch(self, request: pb.FetchRequest) -> pb.FetchResponse:
+    async def _fetch(self, request: pb.FetchRequest, session: dict[TopicPartition, int] | None = None) -> pb.FetchResponse:
+        """Serve one fetch. ``session`` (FetchStream only) maps each partition to where this stream's
+        last response for it ended; ``incremental`` requests read from there."""
+        specs = []
+        for t in request.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                offset = p.fetch_offset
+                if session is not None and request.incremental:
+                    offset = session.get(tp, offset)
+                specs.append(FetchSpec(tp, offset, p.partition_max_bytes or 1024 * 1024,
+                                       p.current_leader_epoch if p.current_leader_epoch else -1))
         params = FetchParams(
             replica_id=request.replica_id,
             max_wait_ms=request.max_wait_ms,
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes or 50 * 1024 * 1024,
-            specs=[
-                FetchSpec(TopicPartition(t.name, p.partition), p.fetch_offset, p.partition_max_bytes or 1024 * 1024,
-                          p.current_leader_epoch if p.current_leader_epoch else -1)
-                for t in request.topics
-                for p in t.partitions
-            ],
+            specs=specs,
         )
+        offsets = {s.tp: s.offset for s in specs}
         results = await self.rm.fetch(params)
         resp = pb.FetchResponse(correlation_id=request.correlation_id)
         by_topic: dict[str, pb.FetchTopicResponse] = {}
@@ -107,17 +115,35 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             tr = by_topic.get(tp.topic)
             if tr is None:
                 tr = by_topic[tp.topic] = resp.topics.add(name=tp.topic)
+            fetch_offset = offsets[tp]
+            next_offset = next_offset_after(r.records, fetch_offset)
+            if session is not None:
+                if r.error:
+                    session.pop(tp, None)
+                else:
+                    session[tp] = next_offset
             tr.partitions.add(partition=tp.partition, error_code=r.error, error_message=r.message,
                               high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
                               log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
-                              leader_epoch=r.leader_epoch, records=r.records)
+                              leader_epoch=r.leader_epoch, records=r.records,
+                              fetch_offset=fetch_offset, next_offset=next_offset)
         return resp
 
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
         return await self._fetch(request)
 
     async def FetchStream(self, request_iterator: AsyncIterator[pb.FetchRequest], context: Any) -> AsyncIterator[pb.FetchResponse]:
-        async for resp in _pipelined(request_iterator, self._fetch, ordered_start=False):
+        # Requests are served one after another in arrival order (an asyncio.Lock is FIFO), so
+        # incremental requests see the positions the previous response left; while one is read,
+        # the previous response is being written, and a client may keep several in flight.
+        session: dict[TopicPartition, int] = {}
+        lock = asyncio.Lock()
+
+        async def handle(request: pb.FetchRequest) -> pb.FetchResponse:
+            async with lock:
+                return await self._fetch(request, session)
+
+        async for resp in _pipelined(request_iterator, handle, ordered_start=True):
             yield resp
 
     # -- list offsets ----------------------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """The consumer: manual assignment, positions, and a fetcher thread that prefetches.
 
-The fetcher thread keeps one fetch in flight per leader broker for the
-assigned partitions, at each partition's *fetch position* (which runs ahead of
-the application's position). Completed fetches wait, still as raw batches, in
-a bounded buffer; ``poll()`` decodes them in the caller's thread, drops
-records before the position (a batch can start earlier) and control records,
-and advances the position. ``seek`` bumps a per-partition generation so stale
-prefetched data is discarded.
+The fetcher thread keeps one pipelined FetchStream per leader broker (see
+``fetch_stream``) with up to ``fetch_depth`` fetches in flight for the assigned
+partitions, at each partition's *fetch position* (which runs ahead of the
+application's position); a reader thread per stream files the responses.
+Completed fetches wait, still as raw batches, in a buffer bounded by
+``prefetch_bytes``; ``poll()`` decodes them one batch at a time in the caller's
+thread, drops records before the position (a batch can start earlier) and
+control records, and advances the position. ``seek`` bumps a per-partition
+generation so stale prefetched data is discarded and the stream is positioned
+again (after it drains) with an explicit request.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 import grpc
 
 from shared.client.cluster import ClusterClient
+from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
-from shared.records.batch import Record, decode_records, iter_batches, records_section
+from shared.records.batch import BatchHeader, Record, decode_records, iter_batches, records_section
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
@@ -101,6 +105,49 @@ class Completed:
     message: str = ""
 
 
+class _Cursor:
+    """A completed fetch being handed out by poll(): its batches are decoded one at a time, so only a
+    batch's worth of records is alive at once (which keeps the garbage collector's work small)."""
+
+    __slots__ = ("tp", "generation", "data", "batches", "records", "index", "end")
+
+    def __init__(self, tp: TopicPartition, generation: int, data: bytes, batches: deque[tuple[int, BatchHeader]]) -> None:
+        self.tp = tp
+        self.generation = generation
+        self.data = data
+        self.batches = batches
+        self.end = batches[-1][1].next_offset
+        self.records: list[ConsumerRecord] = []
+        self.index = 0
+
+    def decode_next(self, position: int) -> bool:
+        """Decode the next batch holding records at or after ``position``; False when none is left."""
+        while self.batches:
+            pos, header = self.batches.popleft()
+            if header.is_control or header.last_offset < position:
+                continue
+            cls = record_class(self.tp.topic, self.tp.partition, header.timestamp_type)
+            recs: list[ConsumerRecord] = decode_records(header, records_section(self.data, header, pos), cls)  # type: ignore[assignment]
+            if header.base_offset < position:
+                recs = [r for r in recs if r.offset >= position]
+            if recs:
+                self.records = recs
+                self.index = 0
+                return True
+        return False
+
+
+class _LeaderFetch:
+    """The consumer's pipelined stream to one leader, and the partitions it has positioned there
+    (partition -> the generation whose fetch position the broker holds for this stream)."""
+
+    __slots__ = ("stream", "synced")
+
+    def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
+        self.stream = stream
+        self.synced: dict[TopicPartition, int] = {}
+
+
 class PartitionState:
     __slots__ = ("position", "fetch_position", "generation", "high_watermark", "log_start_offset", "buffered",
                  "paused", "leader_epoch")
@@ -133,6 +180,7 @@ class Consumer:
         max_poll_records: int = 500,
         request_timeout_ms: int = 30_000,
         prefetch_bytes: int = 8 * 1_048_576,
+        fetch_depth: int = 4,
         retry_backoff_ms: int = 100,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
@@ -150,10 +198,12 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.request_timeout_s = request_timeout_ms / 1000
         self.prefetch_bytes = prefetch_bytes
+        self.fetch_depth = fetch_depth
         self.retry_backoff_s = retry_backoff_ms / 1000
         self._states: dict[TopicPartition, PartitionState] = {}
         self._completed: deque[Completed] = deque()
-        self._current: tuple[TopicPartition, int, deque[ConsumerRecord]] | None = None
+        self._current: _Cursor | None = None
+        self._streams: dict[int, _LeaderFetch] = {}
         self._lock = threading.Condition(threading.Lock())
         self._closed = False
         self._fetcher: threading.Thread | None = None
@@ -196,7 +246,7 @@ class Consumer:
         st.generation += 1
         st.buffered = 0
         self._completed = deque(c for c in self._completed if c.tp != tp)
-        if self._current is not None and self._current[0] == tp:
+        if self._current is not None and self._current.tp == tp:
             self._current = None
         self._lock.notify_all()
 
@@ -293,41 +343,45 @@ class Consumer:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         n = 0
         while n < limit:
-            with self._lock:
-                if self._pending_error is not None:
-                    err, self._pending_error = self._pending_error, None
-                    raise err
-                if self._current is None or not self._current[2]:
-                    self._current = None
+            cur = self._current
+            if cur is None:
+                with self._lock:
+                    self._raise_pending()
                     while not self._completed:
                         remaining = deadline - time.monotonic()
                         if n or remaining <= 0:
                             return ConsumerRecords(out)
                         self._lock.wait(remaining)
-                        if self._pending_error is not None:
-                            err, self._pending_error = self._pending_error, None
-                            raise err
+                        self._raise_pending()
                     completed = self._completed.popleft()
-                else:
-                    completed = None
-            if completed is not None:
                 self._current = self._take(completed)
                 continue
-            tp, gen, recs = self._current  # type: ignore[misc]
-            st = self._states.get(tp)
-            if st is None or st.generation != gen:
+            st = self._states.get(cur.tp)
+            if st is None or st.generation != cur.generation:
                 self._current = None
                 continue
-            lst = out.setdefault(tp, [])
-            take = min(limit - n, len(recs))
-            for _ in range(take):
-                lst.append(recs.popleft())
+            recs = cur.records
+            if cur.index >= len(recs):
+                if not cur.decode_next(st.position):  # type: ignore[arg-type]
+                    # Past control records and compacted-away offsets at the end too, as Kafka does.
+                    st.position = max(st.position or 0, cur.end)
+                    self._current = None
+                continue
+            take = min(limit - n, len(recs) - cur.index)
+            lst = out.setdefault(cur.tp, [])
+            lst.extend(recs[cur.index:cur.index + take])
+            cur.index += take
             n += take
             st.position = lst[-1].offset + 1
         return ConsumerRecords(out)
 
-    def _take(self, c: Completed) -> tuple[TopicPartition, int, deque[ConsumerRecord]] | None:
-        """Decode a completed fetch into records at or after the position (caller thread, no lock)."""
+    def _raise_pending(self) -> None:
+        if self._pending_error is not None:
+            err, self._pending_error = self._pending_error, None
+            raise err
+
+    def _take(self, c: Completed) -> _Cursor | None:
+        """Check a completed fetch's batches; they are decoded one at a time as poll() needs them."""
         st = self._states.get(c.tp)
         with self._lock:
             if st is not None:
@@ -344,26 +398,12 @@ class Consumer:
             return None
         st.high_watermark = c.high_watermark
         st.log_start_offset = c.log_start_offset
-        topic, partition = c.tp
-        position = st.position
-        recs: deque[ConsumerRecord] = deque()
-        last_next = position
-        for pos, header in iter_batches(c.data, validate=True):
-            last_next = header.next_offset
-            if header.is_control or header.last_offset < position:
-                continue
-            cls = record_class(topic, partition, header.timestamp_type)
-            decoded = decode_records(header, records_section(c.data, header, pos), cls)
-            if header.base_offset < position:
-                decoded = [r for r in decoded if r.offset >= position]
-            recs.extend(decoded)  # type: ignore[arg-type]
-        if not recs:
-            if last_next > position:  # only control records or compacted gaps: move past them
-                st.position = last_next
-            return None
-        return c.tp, c.generation, recs
+        batches = deque(iter_batches(c.data, validate=True))
+        if batches and batches[-1][1].next_offset > st.position:
+            return _Cursor(c.tp, c.generation, c.data, batches)
+        return None
 
-    # -- fetcher thread ------------------------------------------------------------------------------------
+    # -- fetcher ------------------------------------------------------------------------------------------
 
     def _ensure_fetcher(self) -> None:
         if self._fetcher is None:
@@ -383,92 +423,112 @@ class Consumer:
         return by_leader
 
     def _fetch_loop(self) -> None:
-        inflight: dict[int, tuple[grpc.Future, dict[TopicPartition, tuple[int, int]]]] = {}
+        """Keep each leader's stream busy; woken by responses, poll(), seek and assign."""
         while not self._closed:
             with self._lock:
-                by_leader = self._fetchable() if not self._closed else {}
-                for leader, parts in by_leader.items():
-                    if leader in inflight or leader < 0:
-                        continue
-                    req, meta = self._build_fetch(parts)
-                    try:
-                        fut = self.cluster.broker_stub(leader).Fetch.future(req, timeout=self.request_timeout_s + self.fetch_max_wait_ms / 1000)
-                    except TidelogError:
-                        self._refresh_rate_limited()
-                        continue
-                    inflight[leader] = (fut, meta)
-                if not inflight:
-                    self._lock.wait(0.05)
+                self._pump()
+                self._lock.wait(0.05)
+        with self._lock:
+            for lf in self._streams.values():
+                lf.stream.close()
+            self._streams.clear()
+
+    def _pump(self) -> None:
+        """Send what each leader's stream may take now (caller holds the lock)."""
+        stale = self.request_timeout_s + self.fetch_max_wait_ms / 1000
+        now = time.monotonic()
+        for leader, lf in list(self._streams.items()):
+            if lf.stream.closed:
+                del self._streams[leader]
+            elif lf.stream.in_flight and now - lf.stream.last_activity > stale:
+                log.debug("fetch stream to broker %d is silent; reopening", leader)
+                lf.stream.close()  # e.g. a paused broker; the reader thread ends
+                del self._streams[leader]
+        for leader, parts in self._fetchable().items():
+            if leader < 0:
+                continue
+            lf = self._streams.get(leader)
+            if lf is None:
+                try:
+                    stub = self.cluster.broker_stub(leader)
+                except TidelogError:
+                    self._refresh_rate_limited()
                     continue
-            done = self._wait_any([f for f, _ in inflight.values()], 0.05)
-            for leader in [lid for lid, (f, _) in inflight.items() if f in done]:
-                fut, meta = inflight.pop(leader)
-                self._handle_fetch(fut, meta)
+                lf = self._streams[leader] = _LeaderFetch(PipelinedFetchStream(stub, leader))
+                threading.Thread(target=self._read_stream, args=(lf,), name=f"tidelog-consumer-stream-{leader}",
+                                 daemon=True).start()
+            if any(lf.synced.get(tp) != st.generation for tp, st in parts):
+                if lf.stream.in_flight:
+                    continue  # let the stream drain, then position it exactly
+                lf.synced = {tp: st.generation for tp, st in parts}
+                self._send(lf, parts, incremental=False)
+                continue
+            ahead = lf.stream.in_flight * self.max_partition_fetch_bytes
+            while lf.stream.in_flight < self.fetch_depth and all(
+                    st.buffered + ahead < self.prefetch_bytes for _, st in parts):
+                self._send(lf, parts, incremental=True)
+                ahead += self.max_partition_fetch_bytes
 
-    @staticmethod
-    def _wait_any(futures: list[grpc.Future], timeout: float) -> set[grpc.Future]:
-        ev = threading.Event()
-        for f in futures:
-            f.add_done_callback(lambda _f: ev.set())
-        ev.wait(timeout)
-        return {f for f in futures if f.done()}
+    def _send(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]], incremental: bool) -> None:
+        req = fetch_request(((tp, st.fetch_position or 0) for tp, st in parts), max_wait_ms=self.fetch_max_wait_ms,
+                            min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                            partition_max_bytes=self.max_partition_fetch_bytes, incremental=incremental,
+                            client_id=self.client_id)
+        lf.stream.send(req, {tp: st.generation for tp, st in parts})
 
-    def _build_fetch(self, parts: list[tuple[TopicPartition, PartitionState]]) -> tuple[pb.FetchRequest, dict[TopicPartition, tuple[int, int]]]:
-        topics: dict[str, list[pb.FetchPartition]] = {}
-        meta: dict[TopicPartition, tuple[int, int]] = {}
-        for tp, st in parts:
-            assert st.fetch_position is not None
-            topics.setdefault(tp.topic, []).append(pb.FetchPartition(
-                partition=tp.partition, fetch_offset=st.fetch_position,
-                partition_max_bytes=self.max_partition_fetch_bytes, current_leader_epoch=-1))
-            meta[tp] = (st.fetch_position, st.generation)
-        req = pb.FetchRequest(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
-                              max_bytes=self.fetch_max_bytes, client_id=self.client_id,
-                              topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
-        return req, meta
-
-    def _handle_fetch(self, fut: grpc.Future, meta: dict[TopicPartition, tuple[int, int]]) -> None:
+    def _read_stream(self, lf: _LeaderFetch) -> None:
         try:
-            resp = fut.result()
-        except grpc.RpcError as exc:
-            if not self._closed:
-                log.debug("fetch failed: %s", exc.code())
-                if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                    for addr in list(self.cluster.snapshot.brokers.values()):
-                        if not tcp_reachable(addr):
-                            self.cluster.forget(addr)
-                self._refresh_soon()
-            return
+            while not self._closed and not lf.stream.closed:
+                resp, sent = lf.stream.receive()
+                self._handle_fetch(lf, resp, sent)
+        except (grpc.RpcError, StopIteration) as exc:
+            code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            with self._lock:
+                if self._streams.get(lf.stream.broker) is lf:
+                    del self._streams[lf.stream.broker]
+                lf.stream.close()
+                self._lock.notify_all()
+            if self._closed or code == grpc.StatusCode.CANCELLED:
+                return
+            log.debug("fetch stream to broker %d failed: %s", lf.stream.broker, code)
+            if code == grpc.StatusCode.UNAVAILABLE:
+                for addr in list(self.cluster.snapshot.brokers.values()):
+                    if not tcp_reachable(addr):
+                        self.cluster.forget(addr)
+            self._refresh_soon()
+
+    def _handle_fetch(self, lf: _LeaderFetch, resp: pb.FetchResponse, sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition)
                     st = self._states.get(tp)
-                    if tp not in meta or st is None:
-                        continue
-                    offset, gen = meta[tp]
-                    if st.generation != gen:
+                    gen = sent.get(tp)
+                    if st is None or gen is None or st.generation != gen:
                         continue
                     if p.error_code:
+                        lf.synced.pop(tp, None)  # the broker dropped its position for it
                         err = error_for(p.error_code, p.error_message)
                         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            self._completed.append(Completed(tp, gen, st.fetch_position or 0, b"", -1, -1,
+                                                             p.error_code, p.error_message))
                             st.fetch_position = None  # wait for poll() to reset the position
-                            self._completed.append(Completed(tp, gen, offset, b"", -1, -1, p.error_code, p.error_message))
                         elif err.retriable:
                             refresh = True
                         else:
                             self._pending_error = err
                         continue
-                    data = p.records
-                    next_offset = offset
-                    for _, h in iter_batches(data, validate=False):
-                        next_offset = h.next_offset
-                    if next_offset > offset:
-                        st.fetch_position = next_offset
-                        st.buffered += len(data)
-                        self._completed.append(Completed(tp, gen, offset, data, p.high_watermark, p.log_start_offset))
+                    if p.fetch_offset != st.fetch_position:
+                        lf.synced.pop(tp, None)  # out of step (e.g. leadership moved away and back): resync
+                        continue
                     st.high_watermark = p.high_watermark
+                    if p.next_offset > p.fetch_offset:
+                        data = p.records
+                        st.fetch_position = p.next_offset
+                        st.buffered += len(data)
+                        self._completed.append(Completed(tp, gen, p.fetch_offset, data, p.high_watermark,
+                                                         p.log_start_offset))
             self._lock.notify_all()
         if refresh:
             self._refresh_soon()
@@ -496,6 +556,8 @@ class Consumer:
     def close(self) -> None:
         self._closed = True
         with self._lock:
+            for lf in self._streams.values():
+                lf.stream.close()
             self._lock.notify_all()
         if self._fetcher is not None:
             self._fetcher.join(timeout=5)

@@ -1,68 +1,56 @@
 """Read one partition's offset range as raw batches: the building block of the Spark source.
 
 Synchronous and single-threaded from the caller's view (a Spark task reads one
-range): fetches from the leader over one FetchStream (a stream message costs far
-less than a unary call, FACTS.md), retries on leadership changes, yields whole
-batches and stops at the end offset. Decoding is left to the caller so it can
-build columns directly.
+range): fetches from the leader over one pipelined FetchStream (see
+fetch_stream), retries on leadership changes, yields whole batches and stops at
+the end offset. Decoding is left to the caller so it can build columns directly.
 """
 
 from __future__ import annotations
 
-import queue
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import grpc
 
 from shared.client.cluster import ClusterClient
+from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
 from shared.records.batch import BatchHeader, iter_batches
 from shared.types import TopicPartition
 
 
-class _FetchStream:
-    """A FetchStream call used synchronously: put one request, take its response."""
-
-    def __init__(self, stub: Any, leader: int, timeout_s: float) -> None:
-        self.leader = leader
-        self.requests: queue.SimpleQueue[pb.FetchRequest | None] = queue.SimpleQueue()
-        self.responses = stub.FetchStream(iter(self.requests.get, None), timeout=timeout_s)
-
-    def fetch(self, req: pb.FetchRequest) -> pb.FetchResponse:
-        self.requests.put(req)
-        return next(self.responses)
-
-    def close(self) -> None:
-        self.requests.put(None)
-        self.responses.cancel()
-
-
-def _request(tp: TopicPartition, offset: int, max_bytes: int) -> pb.FetchRequest:
-    return pb.FetchRequest(
-        replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
-        topics=[pb.FetchTopic(name=tp.topic, partitions=[pb.FetchPartition(
-            partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes)])])
+def _request(tp: TopicPartition, offset: int, max_bytes: int, incremental: bool) -> pb.FetchRequest:
+    return fetch_request([(tp, offset)], max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
+                         partition_max_bytes=max_bytes, incremental=incremental)
 
 
 def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int, *,
-               max_bytes: int = 8 * 1024 * 1024, timeout_s: float = 60.0,
+               max_bytes: int = 4 * 1024 * 1024, timeout_s: float = 60.0, depth: int = 3,
                fail_on_data_loss: bool = True) -> Iterator[tuple[bytes, int, BatchHeader]]:
-    """Yield ``(buffer, position, header)`` for each batch holding offsets in ``[start, end)``."""
+    """Yield ``(buffer, position, header)`` for each batch holding offsets in ``[start, end)``.
+
+    Up to ``depth`` fetches are in flight, but no more than the bytes left to the end offset
+    (estimated from the record sizes seen so far) need.
+    """
     offset = start
     deadline = time.monotonic() + timeout_s
-    stream: _FetchStream | None = None
+    stream: PipelinedFetchStream[None] | None = None
+    bytes_per_offset = 0.0
     try:
         while offset < end:
             try:
-                leader = cluster.leader_for(tp)
-                if stream is None or stream.leader != leader:
-                    if stream is not None:
-                        stream.close()
-                    stream = _FetchStream(cluster.broker_stub(leader), leader, 3600)
-                p = stream.fetch(_request(tp, offset, max_bytes)).topics[0].partitions[0]
+                if stream is None:
+                    leader = cluster.leader_for(tp)
+                    stream = PipelinedFetchStream(cluster.broker_stub(leader), leader)
+                    stream.send(_request(tp, offset, max_bytes, False), None)
+                elif stream.in_flight == 0:
+                    stream.send(_request(tp, offset, max_bytes, True), None)
+                while (stream.in_flight < depth and bytes_per_offset
+                       and (end - offset) * bytes_per_offset > stream.in_flight * max_bytes):
+                    stream.send(_request(tp, offset, max_bytes, True), None)
+                p = stream.receive()[0].topics[0].partitions[0]
             except (grpc.RpcError, TidelogError, StopIteration) as exc:
                 if stream is not None:
                     stream.close()
@@ -72,6 +60,9 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 time.sleep(0.2)
                 cluster.refresh()
                 continue
+            if p.error_code or p.fetch_offset != offset:
+                stream.close()  # the broker dropped its position, or we are out of step: start over
+                stream = None
             if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and offset < p.log_start_offset:
                 if fail_on_data_loss:
                     raise OffsetOutOfRangeError(
@@ -86,6 +77,8 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 time.sleep(0.2)
                 cluster.refresh()
                 continue
+            if stream is None:
+                continue
             data = p.records
             if not data:
                 if p.high_watermark < end and time.monotonic() > deadline:
@@ -95,6 +88,7 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                     time.sleep(0.05)  # waiting for replication to reach the planned end
                 continue
             deadline = time.monotonic() + timeout_s
+            bytes_per_offset = max(bytes_per_offset, len(data) / max(p.next_offset - offset, 1))
             for pos, header in iter_batches(data):
                 if header.last_offset >= offset and header.base_offset < end:
                     yield data, pos, header

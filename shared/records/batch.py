@@ -38,11 +38,14 @@ import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
+import numpy as np
 from crc32c import crc32c
 
 from shared.errors import CorruptRecordError
 from shared.records.compression import CompressionType, compress, decompress
+from shared.records.positions import RecordPositions, record_positions
 from shared.records.varint import MINUS_ONE, ZIGZAG, decode_zigzag, encode_zigzag, zz
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
@@ -232,6 +235,24 @@ def iter_batches(
         header = check_batch(buf, pos) if validate else BatchHeader.parse(buf, pos)
         yield pos, header
         pos += size
+
+
+_LAST_DELTA = struct.Struct(">i")
+
+
+def next_offset_after(buf: bytes | bytearray | memoryview, default: int) -> int:
+    """The offset after the last whole batch in ``buf`` (``default`` when it holds none). No CRC check."""
+    pos = 0
+    end = len(buf)
+    nxt = default
+    while end - pos >= HEADER_SIZE:
+        base, length = _HEAD12.unpack_from(buf, pos)
+        size = length + LOG_OVERHEAD
+        if length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+            break
+        nxt = base + _LAST_DELTA.unpack_from(buf, pos + 23)[0] + 1
+        pos += size
+    return nxt
 
 
 def set_base_offset(buf: bytearray, pos: int, base_offset: int, leader_epoch: int) -> None:
@@ -482,16 +503,31 @@ def records_section(buf: bytes | memoryview, header: BatchHeader, pos: int = 0) 
 def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | None = None) -> list[Record]:
     """Decode the (decompressed) records section of a batch.
 
-    The common shapes (one-byte attributes/offset/timestamp deltas, one- or
-    two-byte lengths, no headers) are decoded inline; anything else falls back
-    to the general varint decoder. ``record_cls`` (a ``Record`` subclass) lets a
-    caller get richer records without a second object per record; the rest
-    to the general varint decoder. Each record must end exactly where its
-    length says and the section must end after the last record, so a damaged
-    section raises ``CorruptRecordError`` rather than returning wrong data.
+    Batches of many plain records (no headers, lengths below 1 MiB) have their
+    field positions found for all records at once (``positions``); then only the
+    key and value bytes are cut and the record objects made. Anything else goes
+    through the record-by-record decoder, whose common shapes (one- or two-byte
+    varints) are decoded inline. ``record_cls`` (a ``Record`` subclass) lets a
+    caller get richer records without a second object per record. Each record
+    must end exactly where its length says and the section must end after the
+    last record, so a damaged section raises ``CorruptRecordError`` rather than
+    returning wrong data.
     """
+    make = record_cls or Record
+    found = record_positions(data, 0, len(data), header.records_count, header.base_offset, header.base_timestamp,
+                             header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
+    if found is not None:
+        cut = data.__getitem__
+        keys = list(map(cut, map(slice, found.key_start.tolist(), found.key_end.tolist())))
+        values = list(map(cut, map(slice, found.value_start.tolist(), found.value_end.tolist())))
+        if found.key_null is not None:
+            keys = [None if null else k for k, null in zip(keys, found.key_null.tolist())]
+        if found.value_null is not None:
+            values = [None if null else v for v, null in zip(values, found.value_null.tolist())]
+        return list(map(make, found.offsets.tolist(), found.timestamps.tolist(), keys, values,
+                        repeat(NO_HEADERS, len(keys))))
     try:
-        return _decode_records(header, data, record_cls or Record)
+        return _decode_records(header, data, make)
     except IndexError as exc:
         raise CorruptRecordError(
             f"records of batch at offset {header.base_offset} run past the end of the batch"
@@ -648,19 +684,20 @@ def build_control_batch(
 class Columns:
     """A batch's records as columns of positions: what the columnar (Arrow) path needs.
 
-    ``key_spans`` / ``value_spans`` are ``(start, end)`` byte positions in ``data``
-    (``None`` for a null); headers are decoded only when asked for.
+    ``positions`` holds numpy arrays of offsets, timestamps and key/value byte spans
+    into ``data`` (see ``positions.RecordPositions``); ``headers`` is decoded only when
+    asked for.
     """
 
-    __slots__ = ("data", "offsets", "timestamps", "key_spans", "value_spans", "headers")
+    __slots__ = ("data", "positions", "headers")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, positions: RecordPositions, headers: list[list[Header]] | None) -> None:
         self.data = data
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.key_spans: list[tuple[int, int] | None] = []
-        self.value_spans: list[tuple[int, int] | None] = []
-        self.headers: list[list[Header]] | None = None
+        self.positions = positions
+        self.headers = headers
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 def decode_columns(header: BatchHeader, data: bytes, *, with_headers: bool = False,
@@ -671,19 +708,40 @@ def decode_columns(header: BatchHeader, data: bytes, *, with_headers: bool = Fal
     the whole fetched buffer with the section's bounds, so spans point into that buffer.
     Same validation as ``decode_records``: every record must end where its length says.
     """
+    stop = len(data) if end is None else end
+    found = record_positions(data, start, stop, header.records_count, header.base_offset, header.base_timestamp,
+                             header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
+    if found is not None:
+        return Columns(data, found, [[] for _ in range(len(found))] if with_headers else None)
     try:
-        return _decode_columns(header, data, with_headers, start, len(data) if end is None else end)
+        offsets, stamps, kspans, vspans, hdrs = _decode_columns(header, data, with_headers, start, stop)
     except IndexError as exc:
         raise CorruptRecordError(
             f"records of batch at offset {header.base_offset} run past the end of the batch"
         ) from exc
+    return Columns(data, _as_positions(offsets, stamps, kspans, vspans), hdrs)
 
 
-def _decode_columns(header: BatchHeader, data: bytes, with_headers: bool, start: int, stop: int) -> Columns:
-    cols = Columns(data)
-    offsets, stamps, kspans, vspans = cols.offsets, cols.timestamps, cols.key_spans, cols.value_spans
+def _as_positions(offsets: list[int], stamps: list[int], kspans: list[tuple[int, int] | None],
+                  vspans: list[tuple[int, int] | None]) -> RecordPositions:
+    def spans(sp: list[tuple[int, int] | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        null = np.array([x is None for x in sp], bool)
+        pairs = np.array([(0, 0) if x is None else x for x in sp], np.int64).reshape(-1, 2)
+        return pairs[:, 0], pairs[:, 1], null if null.any() else None
+
+    ks, ke, kn = spans(kspans)
+    vs, ve, vn = spans(vspans)
+    return RecordPositions(np.array(offsets, np.int64), np.array(stamps, np.int64), ks, ke, kn, vs, ve, vn)
+
+
+def _decode_columns(
+    header: BatchHeader, data: bytes, with_headers: bool, start: int, stop: int
+) -> tuple[list[int], list[int], list[tuple[int, int] | None], list[tuple[int, int] | None], list[list[Header]] | None]:
+    offsets: list[int] = []
+    stamps: list[int] = []
+    kspans: list[tuple[int, int] | None] = []
+    vspans: list[tuple[int, int] | None] = []
     hdrs: list[list[Header]] | None = [] if with_headers else None
-    cols.headers = hdrs
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append_ts = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
@@ -778,4 +836,4 @@ def _decode_columns(header: BatchHeader, data: bytes, with_headers: bool, start:
         stamps.append(base_ts + td if log_append_ts is None else log_append_ts)
     if pos != stop:
         raise CorruptRecordError(f"batch at offset {base_offset} has {stop - pos} bytes after its last record")
-    return cols
+    return offsets, stamps, kspans, vspans, hdrs

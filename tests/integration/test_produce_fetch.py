@@ -318,3 +318,71 @@ def test_cli_topics_produce_consume(env) -> None:
     assert bad.returncode == 2 and "key=value" in bad.stderr
     r = run(["topics", "delete", topic])
     assert r.returncode == 0 and topic not in run(["topics", "list"]).stdout
+
+
+def test_fetch_stream_incremental_requests_continue_where_the_last_response_ended(env) -> None:
+    c, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stub, _ = leader_stub(c, admin, topic)
+    for b in range(10):  # ten batches of 100 records, each ~10 KiB
+        assert produce_raw(stub, topic, 0, encode_batch([(i, None, b"%d-%d" % (b, i) + b"x" * 100, None) for i in range(100)]),
+                           acks=1).error_code == 0
+
+    def req(offset: int, incremental: bool) -> pb.FetchRequest:
+        return pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, incremental=incremental, topics=[
+            pb.FetchTopic(name=topic, partitions=[pb.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=25_000)])])
+
+    # Five requests sent at once: one explicit, four incremental (their fetch_offset, 0, is ignored).
+    responses = [r.topics[0].partitions[0] for r in stub.FetchStream(iter([req(0, False)] + [req(0, True)] * 4), timeout=30)]
+    assert [p.error_code for p in responses] == [0] * 5
+    offsets = [r.offset for p in responses for r in iter_records(p.records)]
+    assert offsets == list(range(len(offsets))) and len(offsets) >= 500  # contiguous, nothing twice
+    for prev, nxt in zip(responses, responses[1:]):
+        assert nxt.fetch_offset == prev.next_offset > prev.fetch_offset
+    # An explicit request repositions the stream; incremental ones continue from there.
+    # A unary Fetch has no session: incremental is ignored and fetch_offset is used.
+    responses = [r.topics[0].partitions[0] for r in stub.FetchStream(iter([req(350, False), req(0, True)]), timeout=30)]
+    assert responses[0].fetch_offset == 350 and responses[1].fetch_offset == responses[0].next_offset
+    assert next(iter_records(responses[0].records)).offset == 300  # whole batches, from the one holding 350
+    assert stub.Fetch(req(700, True), timeout=30).topics[0].partitions[0].fetch_offset == 700
+    # An error drops the stream's position; the next incremental request uses its own fetch_offset.
+    responses = [r.topics[0].partitions[0] for r in stub.FetchStream(iter([req(5000, False), req(900, True)]), timeout=30)]
+    assert responses[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert responses[1].error_code == 0 and responses[1].fetch_offset == 900 and responses[1].next_offset == 1000
+
+
+def test_consumer_seeks_while_fetches_are_in_flight(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=2)
+    with Producer(bootstrap, linger_ms=5, batch_size=16_384) as p:
+        for i in range(20_000):
+            p.send(topic, b"%d" % i + b"." * 200, partition=i % 2)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=32_768, fetch_depth=4,
+                        max_poll_records=300)
+    try:
+        consumer.assign(tps)
+        rng = __import__("random").Random(7)
+        for _ in range(30):
+            got = consumer.poll(2000)
+            assert got, "records keep coming after a seek"
+            for tp in tps:
+                recs = got.records(tp)
+                if recs:
+                    assert [r.offset for r in recs] == list(range(recs[0].offset, recs[0].offset + len(recs)))
+                    assert all(int(r.value.split(b".")[0]) == 2 * r.offset + tp.partition for r in recs)
+                    assert consumer.position(tp) == recs[-1].offset + 1
+            tp = rng.choice(tps)
+            target = rng.randrange(0, 10_000)
+            consumer.seek(tp, target)
+            first = None
+            deadline = time.monotonic() + 10
+            while first is None and time.monotonic() < deadline:
+                for r in consumer.poll(500).records(tp):
+                    first = r
+                    break
+            assert first is not None and first.offset == target, "the first record after a seek is the one sought"
+    finally:
+        consumer.close()

@@ -1,0 +1,85 @@
+"""The vectorised field-position decoder must agree exactly with the record-by-record decoder."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.errors import CorruptRecordError
+from shared.records.batch import (
+    HEADER_SIZE,
+    _decode_records,
+    decode_columns,
+    decode_records,
+    encode_batch,
+    iter_batches,
+    records_section,
+)
+from shared.records.batch import Record as R
+from shared.records.positions import MIN_VECTOR_RECORDS, record_positions
+
+plain_record = st.tuples(
+    st.integers(2**40, 2**40 + 1_000_000),  # deltas below 2**20 ms: three-byte varints at most
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.one_of(st.none(), st.binary(max_size=200), st.just(b"z" * 8200)),  # 1-, 2- and 3-byte lengths
+    st.just([]),
+)
+
+
+def positions_of(data: bytes):
+    (pos, header), = list(iter_batches(data))
+    section = records_section(data, header, pos)
+    return header, section, record_positions(section, 0, len(section), header.records_count, header.base_offset,
+                                             header.base_timestamp, None)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plain_record, min_size=MIN_VECTOR_RECORDS, max_size=60), st.integers(0, 2**40))
+def test_batches_of_plain_records_take_the_fast_path_and_decode_exactly(records, base_offset) -> None:
+    data = encode_batch(records, base_offset=base_offset)
+    header, section, found = positions_of(data)
+    assert found is not None
+    expected = [R(base_offset + i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
+    assert decode_records(header, section) == expected
+    assert _decode_records(header, section, R) == expected
+    cols = decode_columns(header, data, start=HEADER_SIZE, end=len(data))
+    p = cols.positions
+    assert p.offsets.tolist() == [r.offset for r in expected]
+    assert p.timestamps.tolist() == [r.timestamp for r in expected]
+    for i, r in enumerate(expected):
+        key = None if p.key_null is not None and p.key_null[i] else data[p.key_start[i]:p.key_end[i]]
+        value = None if p.value_null is not None and p.value_null[i] else data[p.value_start[i]:p.value_end[i]]
+        assert (key, value) == (r.key, r.value)
+
+
+def test_headers_small_batches_and_huge_values_use_the_record_by_record_decoder() -> None:
+    many = [(1, b"k", b"v", [])] * 40
+    assert positions_of(encode_batch(many))[2] is not None
+    assert positions_of(encode_batch(many[:MIN_VECTOR_RECORDS - 1]))[2] is None
+    assert positions_of(encode_batch(many[:-1] + [(1, b"k", b"v", [("h", b"x")])]))[2] is None
+    big = many[:-1] + [(1, b"k", b"x" * (1 << 21), [])]  # a four-byte length varint
+    header, section, found = positions_of(encode_batch(big))
+    assert found is None
+    assert decode_records(header, section)[-1].value == b"x" * (1 << 21)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(min_size=1, max_size=40), st.integers(0, 100_000))
+def test_a_damaged_section_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
+    records = [(1000 + i, b"key-%d" % i, b"v" * (i * 37 % 300), []) for i in range(60)]
+    header, section, _ = positions_of(encode_batch(records))
+    where %= len(section)
+    damaged = bytearray(section)
+    damaged[where:where + len(noise)] = noise[:len(section) - where]
+    damaged = bytes(damaged)
+    found = record_positions(damaged, 0, len(damaged), header.records_count, header.base_offset,
+                             header.base_timestamp, None)
+    try:
+        slow = _decode_records(header, damaged, R)
+    except (CorruptRecordError, IndexError):
+        assert found is None, "the fast path accepted a section the full decoder rejects"
+        with pytest.raises(CorruptRecordError):
+            decode_records(header, damaged)
+        return
+    assert decode_records(header, damaged) == slow
