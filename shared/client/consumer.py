@@ -28,7 +28,7 @@ from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
-from shared.records.batch import BatchHeader, Record, decode_records, iter_batches, records_section
+from shared.records.batch import HEADER_SIZE, BatchHeader, Record, decode_records, iter_batches, records_section
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
@@ -127,7 +127,10 @@ class _Cursor:
             if header.is_control or header.last_offset < position:
                 continue
             cls = record_class(self.tp.topic, self.tp.partition, header.timestamp_type)
-            recs: list[ConsumerRecord] = decode_records(header, records_section(self.data, header, pos), cls)  # type: ignore[assignment]
+            if header.compression:
+                recs: list[ConsumerRecord] = decode_records(header, records_section(self.data, header, pos), cls)  # type: ignore[assignment]
+            else:  # straight from the fetched buffer, without copying the section out
+                recs = decode_records(header, self.data, cls, start=pos + HEADER_SIZE, end=pos + header.size)  # type: ignore[assignment]
             if header.base_offset < position:
                 recs = [r for r in recs if r.offset >= position]
             if recs:
@@ -204,7 +207,9 @@ class Consumer:
         self._completed: deque[Completed] = deque()
         self._current: _Cursor | None = None
         self._streams: dict[int, _LeaderFetch] = {}
-        self._lock = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._lock = threading.Condition(lock)  # poll() waits on it for records
+        self._fetcher_wakeup = threading.Condition(lock)  # the fetcher thread waits on it
         self._closed = False
         self._fetcher: threading.Thread | None = None
         self._pending_error: BaseException | None = None
@@ -222,6 +227,7 @@ class Consumer:
             self._completed = deque(c for c in self._completed if c.tp in self._states)
             self._current = None
             self._lock.notify_all()
+            self._fetcher_wakeup.notify()
         self._ensure_fetcher()
 
     def assignment(self) -> set[TopicPartition]:
@@ -249,6 +255,7 @@ class Consumer:
         if self._current is not None and self._current.tp == tp:
             self._current = None
         self._lock.notify_all()
+        self._fetcher_wakeup.notify()
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         self._seek_to(partitions or tuple(self._states), EARLIEST)
@@ -386,7 +393,7 @@ class Consumer:
         with self._lock:
             if st is not None:
                 st.buffered = max(st.buffered - len(c.data), 0)
-                self._lock.notify_all()
+                self._pump()  # the freed room may let more fetches go out
         if st is None or st.generation != c.generation or st.position is None:
             return None
         if c.error:
@@ -427,7 +434,7 @@ class Consumer:
         while not self._closed:
             with self._lock:
                 self._pump()
-                self._lock.wait(0.05)
+                self._fetcher_wakeup.wait(0.1)
         with self._lock:
             for lf in self._streams.values():
                 lf.stream.close()
@@ -487,7 +494,7 @@ class Consumer:
                 if self._streams.get(lf.stream.broker) is lf:
                     del self._streams[lf.stream.broker]
                 lf.stream.close()
-                self._lock.notify_all()
+                self._fetcher_wakeup.notify()
             if self._closed or code == grpc.StatusCode.CANCELLED:
                 return
             log.debug("fetch stream to broker %d failed: %s", lf.stream.broker, code)
@@ -529,6 +536,7 @@ class Consumer:
                         st.buffered += len(data)
                         self._completed.append(Completed(tp, gen, p.fetch_offset, data, p.high_watermark,
                                                          p.log_start_offset))
+            self._pump()  # this stream has room for another fetch now (the reader sends it: no thread hop)
             self._lock.notify_all()
         if refresh:
             self._refresh_soon()
@@ -559,6 +567,7 @@ class Consumer:
             for lf in self._streams.values():
                 lf.stream.close()
             self._lock.notify_all()
+            self._fetcher_wakeup.notify()
         if self._fetcher is not None:
             self._fetcher.join(timeout=5)
         self.cluster.close()

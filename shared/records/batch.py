@@ -500,8 +500,9 @@ def records_section(buf: bytes | memoryview, header: BatchHeader, pos: int = 0) 
     return raw
 
 
-def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | None = None) -> list[Record]:
-    """Decode the (decompressed) records section of a batch.
+def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | None = None, *,
+                   start: int = 0, end: int | None = None) -> list[Record]:
+    """Decode the (decompressed) records section of a batch: ``data[start:end]``.
 
     Batches of many plain records (no headers, lengths below 1 MiB) have their
     field positions found for all records at once (``positions``); then only the
@@ -514,7 +515,8 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
     returning wrong data.
     """
     make = record_cls or Record
-    found = record_positions(data, 0, len(data), header.records_count, header.base_offset, header.base_timestamp,
+    stop = len(data) if end is None else end
+    found = record_positions(data, start, stop, header.records_count, header.base_offset, header.base_timestamp,
                              header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
     if found is not None:
         cut = data.__getitem__
@@ -526,6 +528,8 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
             values = [None if null else v for v, null in zip(values, found.value_null.tolist())]
         return list(map(make, found.offsets.tolist(), found.timestamps.tolist(), keys, values,
                         repeat(NO_HEADERS, len(keys))))
+    if start or stop != len(data):
+        data = data[start:stop]
     try:
         return _decode_records(header, data, make)
     except IndexError as exc:
