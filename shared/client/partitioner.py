@@ -37,7 +37,8 @@ class StickyPartitioner:
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None:
-            return (_murmurhash2(key, _SEED) & 0x7FFFFFFF) % num_partitions
+            # One partition: every hash lands on it, so skip hashing.
+            return (_murmurhash2(key, _SEED) & 0x7FFFFFFF) % num_partitions if num_partitions > 1 else 0
         p = self._current.get(topic)
         if p is None or p >= num_partitions:
             p = self._rng.randrange(num_partitions)
