@@ -144,11 +144,12 @@ class _LeaderFetch:
     """The consumer's pipelined stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream)."""
 
-    __slots__ = ("stream", "synced")
+    __slots__ = ("stream", "synced", "idle")
 
     def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
         self.stream = stream
         self.synced: dict[TopicPartition, int] = {}
+        self.idle = False  # the last response carried no records: keep one long poll in flight, not fetch_depth
 
 
 class PartitionState:
@@ -471,7 +472,8 @@ class Consumer:
                 self._send(lf, parts, incremental=False)
                 continue
             ahead = lf.stream.in_flight * self.max_partition_fetch_bytes
-            while lf.stream.in_flight < self.fetch_depth and all(
+            depth = 1 if lf.idle else self.fetch_depth  # caught up: a seek then waits for one long poll at most
+            while lf.stream.in_flight < depth and all(
                     st.buffered + ahead < self.prefetch_bytes for _, st in parts):
                 self._send(lf, parts, incremental=True)
                 ahead += self.max_partition_fetch_bytes
@@ -507,6 +509,7 @@ class Consumer:
     def _handle_fetch(self, lf: _LeaderFetch, resp: pb.FetchResponse, sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
+            lf.idle = all(p.next_offset <= p.fetch_offset for t in resp.topics for p in t.partitions)
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition)

@@ -386,3 +386,26 @@ def test_consumer_seeks_while_fetches_are_in_flight(env) -> None:
             assert first is not None and first.offset == target, "the first record after a seek is the one sought"
     finally:
         consumer.close()
+
+
+def test_a_caught_up_consumer_keeps_one_long_poll_in_flight_so_seeks_are_not_held_up(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    with Producer(bootstrap, linger_ms=1) as p:
+        for i in range(50):
+            p.send(topic, b"%d" % i, partition=0)
+    tp = TopicPartition(topic, 0)
+    # Long polls of 2 s: with four in flight while idle, a seek would wait up to 8 s for the stream to drain.
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=2000, fetch_depth=4)
+    try:
+        consumer.assign([tp])
+        n = 0
+        while n < 50:
+            n += len(consumer.poll(2000))
+        assert not consumer.poll(2500), "caught up: nothing more to read"
+        consumer.seek(tp, 10)
+        got = consumer.poll(5000).records(tp)
+        assert got and got[0].offset == 10 and got[0].value == b"10"
+    finally:
+        consumer.close()
