@@ -149,7 +149,7 @@ class _LeaderFetch:
     def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
         self.stream = stream
         self.synced: dict[TopicPartition, int] = {}
-        self.idle = False  # the last response carried no records: keep one long poll in flight, not fetch_depth
+        self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
 
 
 class PartitionState:
@@ -472,14 +472,18 @@ class Consumer:
                 self._send(lf, parts, incremental=False)
                 continue
             ahead = lf.stream.in_flight * self.max_partition_fetch_bytes
-            depth = 1 if lf.idle else self.fetch_depth  # caught up: a seek then waits for one long poll at most
+            depth = 1 if lf.idle else self.fetch_depth  # caught up: no point in asking ahead
             while lf.stream.in_flight < depth and all(
                     st.buffered + ahead < self.prefetch_bytes for _, st in parts):
-                self._send(lf, parts, incremental=True)
+                # Only the first fetch in flight long-polls; the ones behind it answer at once, so
+                # no more than one max_wait is ever queued on the stream (a seek drains it fast).
+                self._send(lf, parts, incremental=True, max_wait_ms=0 if lf.stream.in_flight else None)
                 ahead += self.max_partition_fetch_bytes
 
-    def _send(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]], incremental: bool) -> None:
-        req = fetch_request(((tp, st.fetch_position or 0) for tp, st in parts), max_wait_ms=self.fetch_max_wait_ms,
+    def _send(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]], incremental: bool,
+              max_wait_ms: int | None = None) -> None:
+        wait = self.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
+        req = fetch_request(((tp, st.fetch_position or 0) for tp, st in parts), max_wait_ms=wait,
                             min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                             partition_max_bytes=self.max_partition_fetch_bytes, incremental=incremental,
                             client_id=self.client_id)
