@@ -61,15 +61,38 @@ class RangePartition(InputPartition):
     end: int
 
 
+_INLINE = 12  # Arrow's binary view keeps values up to 12 bytes inside the view itself
+
+
 def binary_column(buf: bytes, start: np.ndarray, end: np.ndarray, null: np.ndarray | None) -> pa.Array:
-    """An Arrow binary array of ``buf[start[i]:end[i]]``, built with one copy (a join of memoryviews)."""
-    mv = memoryview(buf)
-    data = b"".join(map(mv.__getitem__, map(slice, start.tolist(), end.tolist())))
-    offsets = np.zeros(len(start) + 1, np.int32)
-    np.cumsum(end - start, out=offsets[1:])
+    """An Arrow binary array of ``buf[start[i]:end[i]]``.
+
+    Built as a binary *view* array over ``buf`` (16-byte views: length, then the value
+    inline if it is short, else its first 4 bytes, buffer 0 and its offset), made with
+    numpy for all values at once, then cast to plain binary, so the values are gathered
+    by Arrow's C++ code in one copy rather than by a Python call per value.
+    """
+    n = len(start)
+    arr = np.frombuffer(buf, np.uint8)
+    lengths = (end - start).astype(np.int32)
+    views = np.zeros((n, 16), np.uint8)
+    words = views.view(np.int32)  # n x 4
+    words[:, 0] = lengths
+    long_ = lengths > _INLINE
+    if long_.any():
+        ls = start[long_]
+        views[long_, 4:8] = arr[ls[:, None] + np.arange(4)]
+        words[long_, 3] = ls  # buffer index (word 2) stays 0
+    short = ~long_ & (lengths > 0)
+    if short.any():
+        ss = start[short]
+        k = np.arange(_INLINE)
+        inline = arr[np.minimum(ss[:, None] + k, len(arr) - 1)]
+        views[short, 4:] = np.where(k < lengths[short][:, None], inline, 0)
     validity = None if null is None else pa.py_buffer(np.packbits(~null, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), len(start), [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+    view = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), pa.py_buffer(buf)],
                                  null_count=0 if null is None else int(null.sum()))
+    return view.cast(pa.binary())
 
 
 def _arrow_batch(opts: SourceOptions, schema: pa.Schema, part: RangePartition, buf: bytes, cols: list[Columns],
