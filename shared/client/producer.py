@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
-@dataclass
+@dataclass(eq=False)  # identity: batches are looked up in lists
 class ProducerBatch:
     tp: TopicPartition
     created: float
@@ -45,6 +45,7 @@ class ProducerBatch:
     base_sequence: int = -1
     result: ProduceRequestResult = field(init=False)
     encoded: bytes | None = None
+    sealed: bool = False  # drained once: it takes no more records, even when back in the queue for a retry
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
@@ -79,7 +80,7 @@ class RecordAccumulator:
             if dq is None:
                 dq = self.batches[tp] = deque()
             batch = dq[-1] if dq else None
-            if batch is None or (batch.size + size > self.batch_size and batch.records) or batch.encoded is not None:
+            if batch is None or (batch.size + size > self.batch_size and batch.records) or batch.sealed:
                 batch = ProducerBatch(tp, time.monotonic())
                 dq.append(batch)
                 self.incomplete.add(batch.result)
@@ -118,6 +119,7 @@ class RecordAccumulator:
                 b = dq[0]
                 waited = now - b.created
                 if len(dq) > 1 or b.size >= self.batch_size or waited >= self.linger_s or self.flushing or self.closed:
+                    b.sealed = True
                     out.append(dq.popleft())
                 else:
                     next_check = min(next_check, self.linger_s - waited)
@@ -128,7 +130,7 @@ class RecordAccumulator:
         with self.lock:
             dq = self.batches.setdefault(batch.tp, deque())
             i = 0
-            while i < len(dq) and dq[i].encoded is not None and 0 <= dq[i].base_sequence < batch.base_sequence:
+            while i < len(dq) and 0 <= dq[i].base_sequence < batch.base_sequence:
                 i += 1
             dq.insert(i, batch)
         self.wakeup.set()
@@ -259,6 +261,10 @@ class Producer:
         self._next_sequence: dict[TopicPartition, int] = {}
         self._acked_next_sequence: dict[TopicPartition, int] = {}
         self._inflight: dict[TopicPartition, int] = {}
+        # Batches holding a sequence number and not yet completed, per partition; guarded by _seq_lock
+        # (the sender thread assigns sequences, reader threads give them back when a batch is refused).
+        self._sequenced: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._seq_lock = threading.Lock()
         self.compression = CompressionType.parse(compression_type)
         self.batch_size = batch_size
         self.retries = retries
@@ -417,11 +423,34 @@ class Producer:
         if error.code in RETRIABLE:
             return True
         # With several batches in flight, a batch behind a failed one arrives out of order: send it
-        # again after its predecessor. Only the very next expected sequence being refused is fatal.
+        # again after its predecessor. A batch re-sequenced since it was sent (encoded is None) was
+        # refused for its old number. Only the very next expected sequence being refused is fatal.
         return (self.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-                and batch.base_sequence != self._acked_next_sequence.get(batch.tp, 0))
+                and (batch.encoded is None or batch.base_sequence != self._acked_next_sequence.get(batch.tp, 0)))
 
-    def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError) -> None:
+    def _sequence_done(self, batch: ProducerBatch, refused: bool) -> None:
+        """Forget a completed batch's sequence. If the broker refused it (it was not written), give its
+        numbers back: the partition's later batches move down by its record count and are encoded again
+        before their next send, as Kafka's producer does (adjustSequencesDueToFailedBatch); otherwise
+        they would all be refused as out of order."""
+        if not self.idempotent or batch.base_sequence < 0:
+            return
+        with self._seq_lock:
+            pending = self._sequenced.get(batch.tp, [])
+            if batch in pending:
+                pending.remove(batch)
+            if not refused:
+                return
+            n = len(batch.records)
+            for b in pending:
+                if b.base_sequence > batch.base_sequence:
+                    b.base_sequence = (b.base_sequence - n) & 0x7FFFFFFF
+                    b.encoded = None
+            self._next_sequence[batch.tp] = (self._next_sequence.get(batch.tp, 0) - n) & 0x7FFFFFFF
+
+    def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError, refused: bool = False) -> None:
+        """Retry ``batch`` or fail it. ``refused``: the error is the broker's answer to this very batch,
+        so it was not written."""
         self._release(batch)
         batch.attempts += 1
         expired = time.monotonic() - batch.created > self.delivery_timeout_s
@@ -432,6 +461,7 @@ class Producer:
             return
         if expired:
             error = KafkaTimeoutError(f"{batch.tp}: batch expired after {self.delivery_timeout_s}s ({error})")
+        self._sequence_done(batch, refused=refused and not expired)
         batch.result.complete(-1, -1, error)
         self.accumulator.done(batch)
 
@@ -448,26 +478,37 @@ class Producer:
             by_broker.setdefault(leader, []).append(b)
         for broker_id, group in by_broker.items():
             request_batches: dict[TopicPartition, ProducerBatch] = {}
+            payloads: dict[TopicPartition, bytes] = {}
             size = 0
             for b in group:
-                if b.encoded is None:
-                    if self.idempotent:
-                        seq = self._next_sequence.get(b.tp, 0)
-                        self._next_sequence[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
-                        b.base_sequence = seq
-                        b.encoded = encode_batch(b.records, compression=self.compression, producer_id=self.producer_id,
-                                                 producer_epoch=self.producer_epoch, base_sequence=seq)
-                    else:
-                        b.encoded = encode_batch(b.records, compression=self.compression)
+                payload = self._encoded(b)
                 if self.idempotent:
                     self._inflight[b.tp] = self._inflight.get(b.tp, 0) + 1
-                if request_batches and (size + len(b.encoded) > self.max_request_size or b.tp in request_batches):
-                    self._dispatch(broker_id, request_batches)
-                    request_batches, size = {}, 0
+                if request_batches and (size + len(payload) > self.max_request_size or b.tp in request_batches):
+                    self._dispatch(broker_id, request_batches, payloads)
+                    request_batches, payloads, size = {}, {}, 0
                 request_batches[b.tp] = b
-                size += len(b.encoded)
+                payloads[b.tp] = payload
+                size += len(payload)
             if request_batches:
-                self._dispatch(broker_id, request_batches)
+                self._dispatch(broker_id, request_batches, payloads)
+
+    def _encoded(self, b: ProducerBatch) -> bytes:
+        """The batch's bytes, encoded on its first send and again after it was re-sequenced."""
+        if not self.idempotent:
+            if b.encoded is None:
+                b.encoded = encode_batch(b.records, compression=self.compression)
+            return b.encoded
+        with self._seq_lock:  # a reader thread may re-sequence the batch (encoded = None) at any time
+            if b.encoded is None:
+                if b.base_sequence < 0:  # a first send (a re-sequenced batch keeps its new number)
+                    seq = self._next_sequence.get(b.tp, 0)
+                    self._next_sequence[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
+                    b.base_sequence = seq
+                    self._sequenced.setdefault(b.tp, []).append(b)
+                b.encoded = encode_batch(b.records, compression=self.compression, producer_id=self.producer_id,
+                                         producer_epoch=self.producer_epoch, base_sequence=b.base_sequence)
+            return b.encoded
 
     def _connection(self, broker_id: int) -> ProduceConnection:
         conn = self._connections.get(broker_id)
@@ -478,10 +519,11 @@ class Producer:
             conn = self._connections[broker_id] = ProduceConnection(self, broker_id, address)
         return conn
 
-    def _dispatch(self, broker_id: int, batches: dict[TopicPartition, ProducerBatch]) -> None:
+    def _dispatch(self, broker_id: int, batches: dict[TopicPartition, ProducerBatch],
+                  payloads: dict[TopicPartition, bytes]) -> None:
         by_topic: dict[str, list[pb.ProducePartitionData]] = {}
-        for tp, b in batches.items():
-            by_topic.setdefault(tp.topic, []).append(pb.ProducePartitionData(partition=tp.partition, records=b.encoded))
+        for tp in batches:
+            by_topic.setdefault(tp.topic, []).append(pb.ProducePartitionData(partition=tp.partition, records=payloads[tp]))
         req = pb.ProduceRequest(
             acks=self.acks, timeout_ms=self.request_timeout_ms, client_id=self.client_id,
             correlation_id=next(self._correlation),
@@ -521,10 +563,11 @@ class Producer:
                         nxt = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
                         if nxt > self._acked_next_sequence.get(tp, 0):
                             self._acked_next_sequence[tp] = nxt
+                    self._sequence_done(batch, refused=False)
                     batch.result.complete(p.base_offset, p.log_append_time_ms)
                     self.accumulator.done(batch)
                 else:
-                    self._expire_or_retry(batch, error_for(p.error_code, p.error_message))
+                    self._expire_or_retry(batch, error_for(p.error_code, p.error_message), refused=True)
         for tp, batch in entry.batches.items():
             if tp not in seen:
                 self._expire_or_retry(batch, TidelogError("no response for partition", code=ErrorCode.NETWORK_EXCEPTION))

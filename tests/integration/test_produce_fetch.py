@@ -12,9 +12,10 @@ from collections import defaultdict
 
 import grpc
 import httpx
+import pytest
 
 from shared.client import Consumer, Producer, TopicPartition, partition_for_key
-from shared.errors import ErrorCode
+from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.batch import encode_batch, iter_records
@@ -409,3 +410,22 @@ def test_a_caught_up_consumer_keeps_one_long_poll_in_flight_so_seeks_are_not_hel
         assert got and got[0].offset == 10 and got[0].value == b"10"
     finally:
         consumer.close()
+
+
+def test_idempotent_producer_recovers_after_the_broker_refuses_a_batch(env) -> None:
+    """A refused batch was not written, so its sequence numbers are given back and the batches behind it
+    (already numbered, some in flight) are renumbered; otherwise they would all be out of order."""
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1, replication_factor=3, configs={"max.message.bytes": 3000})
+    with Producer(bootstrap, acks="all", linger_ms=0, batch_size=600, max_request_size=1 << 20) as p:
+        before = [p.send(topic, b"a%d" % i + b"." * 200) for i in range(5)]
+        big = p.send(topic, b"x" * 5000)  # a batch of its own, above max.message.bytes
+        after = [p.send(topic, b"b%d" % i + b"." * 200) for i in range(40)]
+        assert [f.get(30).offset for f in before] == list(range(5))
+        with pytest.raises(TidelogError) as err:
+            big.get(30)
+        assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE
+        assert [f.get(30).offset for f in after] == list(range(5, 45))
+    got = consume_all(bootstrap, topic, [0], 45)[0]
+    assert [r.value.split(b".")[0] for r in got] == [b"a%d" % i for i in range(5)] + [b"b%d" % i for i in range(40)]
