@@ -96,7 +96,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition)
                 offset = p.fetch_offset
-                if session is not None and request.incremental:
+                # Never for followers: their fetch offset is what they have written, which is what
+                # moves the high watermark; the stream's position only says what was sent.
+                if session is not None and request.incremental and request.replica_id < 0:
                     offset = session.get(tp, offset)
                 specs.append(FetchSpec(tp, offset, p.partition_max_bytes or 1024 * 1024,
                                        p.current_leader_epoch if p.current_leader_epoch else -1))
