@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
@@ -59,29 +58,15 @@ class ProduceRequestResult:
             self._callbacks.append(cb)
 
 
-class FutureRecordMetadata(tuple):  # type: ignore[type-arg]
-    """The future ``Producer.send`` returns; ``get()`` gives ``RecordMetadata`` or raises.
+class FutureRecordMetadata:
+    """The future ``Producer.send`` returns; ``get()`` gives ``RecordMetadata`` or raises."""
 
-    A tuple ``(batch result, offset within the batch, timestamp)``: one is made per record,
-    and a tuple is the cheapest object Python can make (``new_future``).
-    """
+    __slots__ = ("_result", "_relative", "_timestamp")
 
-    __slots__ = ()
-
-    def __new__(cls, result: ProduceRequestResult, relative_offset: int, timestamp: int) -> FutureRecordMetadata:
-        return tuple.__new__(cls, (result, relative_offset, timestamp))
-
-    @property
-    def _result(self) -> ProduceRequestResult:
-        return self[0]  # type: ignore[no-any-return]
-
-    @property
-    def _relative(self) -> int:
-        return self[1]  # type: ignore[no-any-return]
-
-    @property
-    def _timestamp(self) -> int:
-        return self[2]  # type: ignore[no-any-return]
+    def __init__(self, result: ProduceRequestResult, relative_offset: int, timestamp: int) -> None:
+        self._result = result
+        self._relative = relative_offset
+        self._timestamp = timestamp
 
     def done(self) -> bool:
         return self._result.done()
@@ -120,7 +105,3 @@ class FutureRecordMetadata(tuple):  # type: ignore[type-arg]
 
         self._result.add_callback(cb)
         return self
-
-
-#: ``new_future((result, relative_offset, timestamp))``: builds the future without a Python-level call.
-new_future = functools.partial(tuple.__new__, FutureRecordMetadata)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from shared.client.cluster import ClusterClient
-from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult, new_future
+from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
 from shared.client.partitioner import StickyPartitioner
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
@@ -93,7 +93,7 @@ class RecordAccumulator:
         if new:
             # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
             self.wakeup.set()
-        return new_future((batch.result, n - 1, ts)), new
+        return FutureRecordMetadata(batch.result, n - 1, ts), new
 
     def wait_for_space(self, timeout_s: float) -> None:
         """Block while more than ``buffer_memory`` bytes are unacknowledged (Kafka's buffer.memory)."""
