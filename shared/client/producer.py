@@ -9,6 +9,7 @@ errors refresh metadata and re-enqueue the batch (in order, at the front).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -437,7 +438,7 @@ class Producer:
             return
         with self._seq_lock:
             pending = self._sequenced.get(batch.tp, [])
-            if batch in pending:
+            with contextlib.suppress(ValueError):
                 pending.remove(batch)
             if not refused:
                 return
@@ -449,8 +450,12 @@ class Producer:
             self._next_sequence[batch.tp] = (self._next_sequence.get(batch.tp, 0) - n) & 0x7FFFFFFF
 
     def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError, refused: bool = False) -> None:
-        """Retry ``batch`` or fail it. ``refused``: the error is the broker's answer to this very batch,
-        so it was not written."""
+        """Retry ``batch`` or fail it. ``refused``: the error is the broker's answer to this very batch.
+
+        Only a non-retriable answer proves the batch was not written. A retriable one may come after
+        the append (REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER from the acks=all wait), and
+        UNKNOWN_SERVER_ERROR says nothing: giving those numbers back could make a later batch look
+        like a duplicate of a written one, which the broker would acknowledge without writing it."""
         self._release(batch)
         batch.attempts += 1
         expired = time.monotonic() - batch.created > self.delivery_timeout_s
@@ -461,7 +466,8 @@ class Producer:
             return
         if expired:
             error = KafkaTimeoutError(f"{batch.tp}: batch expired after {self.delivery_timeout_s}s ({error})")
-        self._sequence_done(batch, refused=refused and not expired)
+        written_maybe = error.retriable or error.code == ErrorCode.UNKNOWN_SERVER_ERROR
+        self._sequence_done(batch, refused=refused and not expired and not written_maybe)
         batch.result.complete(-1, -1, error)
         self.accumulator.done(batch)
 
