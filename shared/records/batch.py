@@ -571,16 +571,18 @@ def _decode_records(header: BatchHeader, data: bytes, make: type[Record]) -> lis
             td, pos = dz(data, pos + 1)
             ts = base_ts + td
         b = data[pos]
-        if b < 0x80:
+        if b < 0x80 and not b & 1:
             off = base_offset + (b >> 1)
             pos += 1
         else:
             b2 = data[pos + 1]
-            if b2 < 0x80:
+            if b2 < 0x80 and not b & 1:
                 off = base_offset + (((b & 0x7F) | (b2 << 7)) >> 1)
                 pos += 2
             else:
                 od, pos = dz(data, pos)
+                if od < 0:
+                    raise CorruptRecordError(f"negative offset delta in the batch at offset {base_offset}")
                 off = base_offset + od
         b = data[pos]
         if b < 0x80:
@@ -754,16 +756,18 @@ def _decode_columns(
     kappend, vappend = kspans.append, vspans.append
     for _ in range(header.records_count):
         b = data[pos]
-        if b < 0x80:
+        if b < 0x80 and not b & 1:
             length = b >> 1
             pos += 1
         else:
             b2 = data[pos + 1]
-            if b2 < 0x80:
+            if b2 < 0x80 and not b & 1:
                 length = ((b & 0x7F) | (b2 << 7)) >> 1
                 pos += 2
             else:
                 length, pos = dz(data, pos)
+                if length < 0:
+                    raise CorruptRecordError(f"negative record length in the batch at offset {base_offset}")
         rec_end = pos + length
         b = data[pos + 1]
         if b < 0x80:
@@ -772,16 +776,18 @@ def _decode_columns(
         else:
             td, pos = dz(data, pos + 1)
         b = data[pos]
-        if b < 0x80:
+        if b < 0x80 and not b & 1:
             od = b >> 1
             pos += 1
         else:
             b2 = data[pos + 1]
-            if b2 < 0x80:
+            if b2 < 0x80 and not b & 1:
                 od = ((b & 0x7F) | (b2 << 7)) >> 1
                 pos += 2
             else:
                 od, pos = dz(data, pos)
+                if od < 0:
+                    raise CorruptRecordError(f"negative offset delta in the batch at offset {base_offset}")
         b = data[pos]
         if b < 0x80:
             pos += 1

@@ -127,6 +127,8 @@ def record_positions(
     # No headers (a zero count, one byte) and the record ends exactly where its length says.
     if not (value_end + 1 == e).all() or arr[value_end].any() or (key_len < -1).any() or (value_len < -1).any():
         return None
+    if (off_delta < 0).any():  # corrupt: the record-by-record decoder says so
+        return None
     key_null = key_len < 0
     value_null = value_len < 0
     timestamps = (np.full(count, log_append_time, np.int64) if log_append_time is not None

@@ -83,3 +83,18 @@ def test_a_damaged_section_is_never_accepted_by_the_fast_path_alone(noise: bytes
             decode_records(header, damaged)
         return
     assert decode_records(header, damaged) == slow
+
+
+def test_a_negative_offset_delta_is_corrupt_in_both_decoders() -> None:
+    many = [(5, b"k", b"v" * 20, []) for _ in range(40)]
+    header, section, _ = positions_of(encode_batch(many))
+    # Record 0 is: length varint (1 byte), attributes, timestamp delta, offset delta. Make the delta -1.
+    damaged = bytearray(section)
+    assert damaged[3] == 0
+    damaged[3] = 1  # zig-zag -1
+    assert record_positions(bytes(damaged), 0, len(damaged), header.records_count, header.base_offset,
+                            header.base_timestamp, None) is None
+    with pytest.raises(CorruptRecordError, match="negative offset delta"):
+        decode_records(header, bytes(damaged))
+    with pytest.raises(CorruptRecordError, match="negative offset delta"):
+        decode_columns(header, bytes(damaged))
