@@ -26,7 +26,7 @@ from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, Produ
 from shared.client.partitioner import StickyPartitioner
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
-from shared.records.batch import Header, encode_batch
+from shared.records.batch import Header, encode_batch_columns
 from shared.records.compression import CompressionType
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
@@ -40,7 +40,13 @@ _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 class ProducerBatch:
     tp: TopicPartition
     created: float
-    records: list[tuple[int, bytes | None, bytes | None, Sequence[Header] | None]] = field(default_factory=list)
+    # The records as parallel columns: a tuple per record would be one more object per record for the
+    # cyclic GC to track and scan while the batch waits for its acknowledgement.
+    timestamps: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[Sequence[Header] | None] | None = None  # None while no record of the batch has headers
+    count: int = 0
     size: int = 61
     attempts: int = 0
     base_sequence: int = -1
@@ -50,6 +56,10 @@ class ProducerBatch:
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
+
+    def encode(self, compression: CompressionType, **kwargs: int) -> bytes:
+        return encode_batch_columns(self.timestamps, self.keys, self.values, self.headers,
+                                    compression=compression, **kwargs)
 
 
 class RecordAccumulator:
@@ -81,20 +91,26 @@ class RecordAccumulator:
             if dq is None:
                 dq = self.batches[tp] = deque()
             batch = dq[-1] if dq else None
-            if batch is None or (batch.size + size > self.batch_size and batch.records) or batch.sealed:
+            if batch is None or (batch.size + size > self.batch_size and batch.count) or batch.sealed:
                 batch = ProducerBatch(tp, time.monotonic())
                 dq.append(batch)
                 self.incomplete.add(batch.result)
                 new = True
-            records = batch.records
-            records.append((ts, key, value, headers))
+            n = batch.count
+            batch.timestamps.append(ts)
+            batch.keys.append(key)
+            batch.values.append(value)
+            if headers or batch.headers is not None:
+                if batch.headers is None:
+                    batch.headers = [None] * n
+                batch.headers.append(headers)
+            batch.count = n + 1
             batch.size += size
-            n = len(records)
             self.buffered += size
         if new:
             # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
             self.wakeup.set()
-        return FutureRecordMetadata(batch.result, n - 1, ts), new
+        return FutureRecordMetadata(batch.result, n, ts), new
 
     def wait_for_space(self, timeout_s: float) -> None:
         """Block while more than ``buffer_memory`` bytes are unacknowledged (Kafka's buffer.memory)."""
@@ -442,7 +458,7 @@ class Producer:
                 pending.remove(batch)
             if not refused:
                 return
-            n = len(batch.records)
+            n = batch.count
             for b in pending:
                 if b.base_sequence > batch.base_sequence:
                     b.base_sequence = (b.base_sequence - n) & 0x7FFFFFFF
@@ -503,17 +519,17 @@ class Producer:
         """The batch's bytes, encoded on its first send and again after it was re-sequenced."""
         if not self.idempotent:
             if b.encoded is None:
-                b.encoded = encode_batch(b.records, compression=self.compression)
+                b.encoded = b.encode(self.compression)
             return b.encoded
         with self._seq_lock:  # a reader thread may re-sequence the batch (encoded = None) at any time
             if b.encoded is None:
                 if b.base_sequence < 0:  # a first send (a re-sequenced batch keeps its new number)
                     seq = self._next_sequence.get(b.tp, 0)
-                    self._next_sequence[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
+                    self._next_sequence[b.tp] = (seq + b.count) & 0x7FFFFFFF
                     b.base_sequence = seq
                     self._sequenced.setdefault(b.tp, []).append(b)
-                b.encoded = encode_batch(b.records, compression=self.compression, producer_id=self.producer_id,
-                                         producer_epoch=self.producer_epoch, base_sequence=b.base_sequence)
+                b.encoded = b.encode(self.compression, producer_id=self.producer_id,
+                                     producer_epoch=self.producer_epoch, base_sequence=b.base_sequence)
             return b.encoded
 
     def _connection(self, broker_id: int) -> ProduceConnection:
@@ -566,7 +582,7 @@ class Producer:
                 if p.error_code == 0:
                     self._release(batch)
                     if batch.base_sequence >= 0:
-                        nxt = (batch.base_sequence + len(batch.records)) & 0x7FFFFFFF
+                        nxt = (batch.base_sequence + batch.count) & 0x7FFFFFFF
                         if nxt > self._acked_next_sequence.get(tp, 0):
                             self._acked_next_sequence[tp] = nxt
                     self._sequence_done(batch, refused=False)

@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 from crc32c import crc32c
@@ -374,12 +375,28 @@ def encode_records(
     base_timestamp: int,
 ) -> tuple[list[bytes], int]:
     """Encode ``(timestamp, key, value, headers)`` tuples; return parts and max timestamp."""
+    if not records:
+        return [], base_timestamp
+    timestamps, keys, values, headers = zip(*records, strict=True)
+    return encode_record_columns(timestamps, keys, values, headers, base_timestamp)
+
+
+def encode_record_columns(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[Header] | None] | None,
+    base_timestamp: int,
+) -> tuple[list[bytes], int]:
+    """Encode records given as parallel columns (``headers`` may be None: no record has any).
+    Return the parts to join and the max timestamp. Columns avoid a tuple per record, which the
+    producer would otherwise keep alive (and the cyclic GC would scan) until the batch is acknowledged."""
     table = ZIGZAG
     table_len = 65536
     out: list[bytes] = []
     append = out.append
     max_ts = base_timestamp
-    for delta, (ts, key, value, headers) in enumerate(records):
+    for delta, (ts, key, value, hdrs) in enumerate(zip(timestamps, keys, values, headers or _no_headers(len(keys)))):
         td = ts - base_timestamp
         if td == 0:
             tdb = b"\x00"
@@ -402,7 +419,7 @@ def encode_records(
         else:
             vlen = len(value)
             vb = table[vlen] if vlen < table_len else encode_zigzag(vlen)
-        hb = _encode_headers(headers) if headers else b"\x00"
+        hb = _encode_headers(hdrs) if hdrs else b"\x00"
         body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
         append(table[body_len] if body_len < table_len else encode_zigzag(body_len))
         append(b"\x00")
@@ -416,8 +433,27 @@ def encode_records(
     return out, max_ts
 
 
+def _no_headers(n: int) -> repeat[None]:
+    return repeat(None, n)
+
+
 def encode_batch(
     records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[Header] | None]],
+    **kwargs: Any,
+) -> bytes:
+    """Encode ``(timestamp, key, value, headers)`` tuples as one complete batch
+    (keyword arguments as for :func:`encode_batch_columns`)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    timestamps, keys, values, headers = zip(*records, strict=True)
+    return encode_batch_columns(timestamps, keys, values, headers, **kwargs)
+
+
+def encode_batch_columns(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[Header] | None] | None = None,
     *,
     base_offset: int = 0,
     compression: CompressionType | int = CompressionType.NONE,
@@ -429,11 +465,14 @@ def encode_batch(
     timestamp_type: int = CREATE_TIME,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """Encode ``(timestamp, key, value, headers)`` tuples as one complete batch."""
-    if not records:
+    """Encode one complete batch from parallel columns (``headers`` None: no record has headers)."""
+    n = len(timestamps)
+    if not n:
         raise ValueError("a batch needs at least one record")
-    base_ts = records[0][0]
-    parts, max_ts = encode_records(records, base_ts)
+    if len(keys) != n or len(values) != n or (headers is not None and len(headers) != n):
+        raise ValueError("record columns differ in length")
+    base_ts = timestamps[0]
+    parts, max_ts = encode_record_columns(timestamps, keys, values, headers, base_ts)
     body = b"".join(parts)
     comp = CompressionType(compression)
     if comp != CompressionType.NONE:
@@ -445,7 +484,6 @@ def encode_batch(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
-    n = len(records)
     header = bytearray(
         HEADER_STRUCT.pack(
             base_offset,

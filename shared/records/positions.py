@@ -15,16 +15,11 @@ the record-by-record decoder, which also reports what is wrong.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-# numpy starts OpenBLAS worker threads on import, which then spin and take CPU from the
-# services and clients; nothing here uses BLAS. (No effect if numpy was imported before.)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # OPENBLAS_NUM_THREADS is set in shared/__init__.py, before any numpy import
 
-import numpy as np  # noqa: E402
-
-from shared.records.varint import decode_zigzag  # noqa: E402
+from shared.records.varint import decode_zigzag
 
 #: Below this many records per batch the fixed cost of the numpy calls outweighs the gain.
 MIN_VECTOR_RECORDS = 16

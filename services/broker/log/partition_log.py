@@ -13,10 +13,13 @@ Checkpoint files in the partition directory:
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from services.broker.log.leader_epoch import LeaderEpochCache
@@ -37,6 +40,12 @@ _HEAD16 = struct.Struct(">qii")
 _HEAD12 = struct.Struct(">qi")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 RECOVERY_POINT_FILE = "recovery-point"
+
+log = logging.getLogger(__name__)
+
+#: fsyncs of rolled segments run here, off the broker's event loop, as Kafka flushes a rolled
+#: segment asynchronously: fsyncing up to a gigabyte inline stalled every partition for ~0.2-0.6 s.
+_FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidelog-log-flush")
 LOG_START_FILE = "log-start-offset"
 
 Clock = Callable[[], int]
@@ -130,6 +139,12 @@ class PartitionLog:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.recovery_point = 0
+        # Guards recovery_point and its checkpoint file against the background flush of rolled
+        # segments; _generation changes whenever the log is truncated or deleted, so a flush that
+        # started before cannot move the recovery point over data written since.
+        self._recovery_lock = threading.Lock()
+        self._generation = 0
+        self._rolled_flush: Future[None] | None = None
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.recovered_bytes = 0
@@ -294,15 +309,39 @@ class PartitionLog:
         return seg
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment; the old one is flushed and the recovery point moves past it."""
+        """Start a new active segment. The old one is fsynced in the background, and only then does
+        the recovery point move past it (until then a crash recovers it, as any unflushed data)."""
         old = self.active
         base = self.log_end_offset if base_offset is None else base_offset
         if old.size == 0:
             return old
-        old.flush()
-        self.recovery_point = old.next_offset
-        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        self._rolled_flush = _FLUSHER.submit(self._flush_rolled, old.dup_fds(), old.next_offset, self._generation)
         return self._new_segment(base)
+
+    def _flush_rolled(self, fds: list[int], upto: int, generation: int) -> None:
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError as exc:
+            log.warning("flushing a rolled segment of %s failed: %s", self.directory, exc)
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._recovery_lock:
+            if generation != self._generation or upto <= self.recovery_point:
+                return
+            self.recovery_point = upto
+            try:
+                _write_checkpoint(self.directory, RECOVERY_POINT_FILE, upto)
+            except OSError as exc:
+                log.warning("cannot checkpoint the recovery point of %s: %s", self.directory, exc)
+
+    def wait_for_rolled_flush(self) -> None:
+        """Block until the last rolled segment's background fsync has finished (tests, shutdown)."""
+        pending = self._rolled_flush
+        if pending is not None:
+            pending.result()
 
     # -- flushing ---------------------------------------------------------------------
 
@@ -321,8 +360,9 @@ class PartitionLog:
         for seg in self.segments:
             if seg.next_offset > self.recovery_point:
                 seg.flush()
-        self.recovery_point = self.log_end_offset
-        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        with self._recovery_lock:
+            self.recovery_point = self.log_end_offset
+            _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock()
 
@@ -449,8 +489,10 @@ class PartitionLog:
             self.segments.pop().delete()
             self._bases.pop()
         self.active.truncate_to(offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
+        with self._recovery_lock:
+            self._generation += 1
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
         self.epochs.truncate_from_end(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -460,9 +502,11 @@ class PartitionLog:
         self._bases = []
         self._new_segment(offset)
         self.log_start_offset = offset
-        self.recovery_point = offset
         _write_checkpoint(self.directory, LOG_START_FILE, offset)
-        _write_checkpoint(self.directory, RECOVERY_POINT_FILE, offset)
+        with self._recovery_lock:
+            self._generation += 1
+            self.recovery_point = offset
+            _write_checkpoint(self.directory, RECOVERY_POINT_FILE, offset)
         self.epochs.clear()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -475,6 +519,8 @@ class PartitionLog:
             seg.close()
 
     def delete(self) -> None:
+        with self._recovery_lock:
+            self._generation += 1  # a pending background flush must not write into the removed directory
         for seg in self.segments:
             seg.delete()
         for name in os.listdir(self.directory):

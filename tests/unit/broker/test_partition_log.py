@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.broker.log import PartitionLog
+from services.broker.log.partition_log import _FLUSHER
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from shared.records.batch import decode_batch, encode_batch, iter_batches, iter_records
@@ -229,6 +231,50 @@ def test_truncate_to_for_followers(tmp_path) -> None:
     assert log.log_end_offset == 23
     with pytest.raises(CorruptRecordError):
         log.append_as_follower(encode_batch([(1, None, b"x", None)], base_offset=5))
+
+
+def _checkpoint(log: PartitionLog) -> int:
+    with open(os.path.join(log.directory, "recovery-point")) as f:
+        return int(f.read())
+
+
+def test_rolled_segment_is_flushed_in_the_background_then_moves_the_recovery_point(tmp_path) -> None:
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=800))
+    gate = threading.Event()
+    _FLUSHER.submit(gate.wait)  # hold the flusher: the roll must not wait for it
+    for _ in range(5):
+        log.append_as_leader(batch(4))
+    assert len(log.segments) > 1
+    assert log.recovery_point == 0  # nothing fsynced yet
+    gate.set()
+    log.wait_for_rolled_flush()
+    assert log.recovery_point == log.segments[-1].base_offset == _checkpoint(log)
+
+
+def test_a_flush_that_started_before_a_truncation_cannot_move_the_recovery_point_past_it(tmp_path) -> None:
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=800))
+    gate = threading.Event()
+    _FLUSHER.submit(gate.wait)
+    for _ in range(5):
+        log.append_as_leader(batch(4))
+    rolled_upto = log.segments[-1].base_offset
+    log.truncate_to(2)
+    gate.set()
+    log.wait_for_rolled_flush()
+    assert log.log_end_offset == 0 and rolled_upto > 0
+    assert log.recovery_point == 0 == _checkpoint(log)
+
+
+def test_deleting_a_log_with_a_flush_pending(tmp_path) -> None:
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(segment_bytes=800))
+    gate = threading.Event()
+    _FLUSHER.submit(gate.wait)
+    for _ in range(5):
+        log.append_as_leader(batch(4))
+    log.delete()
+    gate.set()
+    log.wait_for_rolled_flush()  # the fsync ran on duplicated descriptors; nothing was written back
+    assert not os.path.exists(log.directory)
 
 
 ops = st.lists(
