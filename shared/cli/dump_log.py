@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from crc32c import crc32c
 
 from shared.errors import CorruptRecordError
 from shared.records.batch import (
@@ -25,6 +24,7 @@ from shared.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    crc32c,
     decode_records,
     records_section,
 )

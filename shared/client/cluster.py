@@ -58,6 +58,19 @@ class Snapshot:
     fetched_at: float = 0.0
 
 
+class BrokerClientStub(pb_grpc.BrokerStub):
+    """The generated stub, plus ``ProduceStreamRaw``: ProduceStream taking requests already
+    serialised (see shared.proto.produce_wire), so gRPC sends the producer's bytes as they are."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)
+        self.ProduceStreamRaw = channel.stream_stream(
+            "/tidelog.v1.Broker/ProduceStream",
+            request_serializer=None,
+            response_deserializer=pb.ProduceResponse.FromString,
+        )
+
+
 class ClusterClient:
     def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str, request_timeout_ms: int = 30_000,
                  metadata_max_age_ms: int = 300_000) -> None:
@@ -66,20 +79,20 @@ class ClusterClient:
         self.timeout = request_timeout_ms / 1000
         self.max_age = metadata_max_age_ms / 1000
         self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, pb_grpc.BrokerStub] = {}
+        self._stubs: dict[str, BrokerClientStub] = {}
         self._lock = threading.RLock()
         self.snapshot = Snapshot()
         self._wanted: set[str] = set()
 
     # -- connections ------------------------------------------------------------------------------
 
-    def stub(self, address: str) -> pb_grpc.BrokerStub:
+    def stub(self, address: str) -> BrokerClientStub:
         with self._lock:
             stub = self._stubs.get(address)
             if stub is None:
                 ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
                 self._channels[address] = ch
-                stub = self._stubs[address] = pb_grpc.BrokerStub(ch)
+                stub = self._stubs[address] = BrokerClientStub(ch)
             return stub
 
     def forget(self, address: str) -> None:
@@ -90,7 +103,7 @@ class ClusterClient:
         if ch is not None:
             ch.close()
 
-    def reachable_stub(self, address: str) -> pb_grpc.BrokerStub | None:
+    def reachable_stub(self, address: str) -> BrokerClientStub | None:
         """The stub for ``address`` if a channel exists or a plain TCP probe succeeds (see shared.netprobe)."""
         with self._lock:
             stub = self._stubs.get(address)
@@ -100,7 +113,7 @@ class ClusterClient:
             return None
         return self.stub(address)
 
-    def broker_stub(self, broker_id: int) -> pb_grpc.BrokerStub:
+    def broker_stub(self, broker_id: int) -> BrokerClientStub:
         addr = self.snapshot.brokers.get(broker_id)
         if addr is None:
             raise TidelogError(f"broker {broker_id} is not known", code=ErrorCode.BROKER_NOT_AVAILABLE)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 
-from murmurhash2 import murmurhash2 as _murmurhash2
+from murmurhash2 import murmurhash2
 
-_SEED = 0x9747B28C
+#: The seed of Kafka's ``Utils.murmur2``.
+MURMUR2_SEED = 0x9747B28C
 
 
 def murmur2(data: bytes) -> int:
@@ -15,7 +16,7 @@ def murmur2(data: bytes) -> int:
     Computed by the ``murmurhash2`` C extension (~0.3 us for a 16-byte key versus
     ~1.5 us in pure Python); tests check it against Kafka's own test vectors.
     """
-    h = _murmurhash2(data, _SEED)
+    h = murmurhash2(data, MURMUR2_SEED)
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -38,7 +39,7 @@ class StickyPartitioner:
     def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
         if key is not None:
             # One partition: every hash lands on it, so skip hashing.
-            return (_murmurhash2(key, _SEED) & 0x7FFFFFFF) % num_partitions if num_partitions > 1 else 0
+            return (murmurhash2(key, MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions if num_partitions > 1 else 0
         p = self._current.get(topic)
         if p is None or p >= num_partitions:
             p = self._rng.randrange(num_partitions)

@@ -23,16 +23,20 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
-from shared.client.partitioner import StickyPartitioner
+from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhash2
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
-from shared.records.batch import Header, encode_batch_columns
+from shared.proto.produce_wire import encode_produce_request
+from shared.records.batch import Header, build_batch_pieces, encode_headers
 from shared.records.compression import CompressionType
+from shared.records.varint import MINUS_ONE, ZIGZAG, encode_zigzag
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+_time = time.time
+_ZERO = ZIGZAG[0]
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
@@ -40,26 +44,46 @@ _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 class ProducerBatch:
     tp: TopicPartition
     created: float
-    # The records as parallel columns: a tuple per record would be one more object per record for the
-    # cyclic GC to track and scan while the batch waits for its acknowledgement.
-    timestamps: list[int] = field(default_factory=list)
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[bytes | None] = field(default_factory=list)
-    headers: list[Sequence[Header] | None] | None = None  # None while no record of the batch has headers
+    # The records section, encoded as records are appended (as Kafka's MemoryRecordsBuilder does):
+    # the pieces of each record, joined once when the batch is first sent. Encoding in send() keeps
+    # every record's work on the thread that has its objects in cache, and leaves no per-record
+    # object for the cyclic GC to track while the batch waits for its acknowledgement.
+    parts: list[bytes] | None = field(default_factory=list)
+    body: bytes | None = None  # the joined records section (then parts is None)
     count: int = 0
+    base_ts: int = 0
+    max_ts: int = 0
     size: int = 61
     attempts: int = 0
     base_sequence: int = -1
     result: ProduceRequestResult = field(init=False)
-    encoded: bytes | None = None
+    encoded: tuple[bytes, bytes] | None = None  # the batch as (header, records section), set when sent
     sealed: bool = False  # drained once: it takes no more records, even when back in the queue for a retry
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
 
-    def encode(self, compression: CompressionType, **kwargs: int) -> bytes:
-        return encode_batch_columns(self.timestamps, self.keys, self.values, self.headers,
-                                    compression=compression, **kwargs)
+    def close(self) -> None:
+        """Take no more records and join the records section (with the accumulator's lock held).
+
+        ``send()`` closes a batch when the next record does not fit, so the join, and freeing the
+        parts, happen on the application's thread, which just touched every part. Done by the
+        sender thread on another CPU, the same work cost several times more (cache misses and
+        reference counts bouncing between CPUs)."""
+        self.sealed = True
+        if self.body is None:
+            assert self.parts is not None
+            self.body = b"".join(self.parts)
+            self.parts = None
+
+    def encode(self, compression: CompressionType, **kwargs: int) -> tuple[bytes, bytes]:
+        """The batch as header and records section (header fields in ``kwargs``); the records are
+        joined only once, and a re-sequenced batch gets only a new header."""
+        if self.body is None:
+            self.close()
+        assert self.body is not None
+        return build_batch_pieces(self.body, self.count, self.base_ts, self.max_ts, compression=compression,
+                                  **kwargs)
 
 
 class RecordAccumulator:
@@ -73,44 +97,23 @@ class RecordAccumulator:
         self.buffered = 0
         self.space = threading.Condition(threading.Lock())
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.open: dict[TopicPartition, ProducerBatch] = {}  # each partition's newest batch (maybe sealed)
         self.lock = threading.Lock()
         self.wakeup = threading.Event()
         self.incomplete: set[ProduceRequestResult] = set()
         self.flushing = 0
         self.closed = False
 
-    def append(self, tp: TopicPartition, ts: int, key: bytes | None, value: bytes | None,
-               headers: Sequence[Header] | None) -> tuple[FutureRecordMetadata, bool]:
-        """Returns the record's future and whether this record started a new batch."""
-        size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        if headers:
-            size += sum(10 + len(k) + (len(v) if v else 0) for k, v in headers)
-        new = False
-        with self.lock:
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = deque()
-            batch = dq[-1] if dq else None
-            if batch is None or (batch.size + size > self.batch_size and batch.count) or batch.sealed:
-                batch = ProducerBatch(tp, time.monotonic())
-                dq.append(batch)
-                self.incomplete.add(batch.result)
-                new = True
-            n = batch.count
-            batch.timestamps.append(ts)
-            batch.keys.append(key)
-            batch.values.append(value)
-            if headers or batch.headers is not None:
-                if batch.headers is None:
-                    batch.headers = [None] * n
-                batch.headers.append(headers)
-            batch.count = n + 1
-            batch.size += size
-            self.buffered += size
-        if new:
-            # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
-            self.wakeup.set()
-        return FutureRecordMetadata(batch.result, n, ts), new
+    def new_batch(self, tp: TopicPartition) -> ProducerBatch:
+        """Open a new batch for ``tp`` (with ``lock`` held). ``Producer.send`` appends to it inline."""
+        batch = ProducerBatch(tp, time.monotonic())
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = deque()
+        dq.append(batch)
+        self.open[tp] = batch
+        self.incomplete.add(batch.result)
+        return batch
 
     def wait_for_space(self, timeout_s: float) -> None:
         """Block while more than ``buffer_memory`` bytes are unacknowledged (Kafka's buffer.memory)."""
@@ -155,6 +158,8 @@ class RecordAccumulator:
     def done(self, batch: ProducerBatch) -> None:
         with self.lock:
             self.incomplete.discard(batch.result)
+            if self.open.get(batch.tp) is batch:
+                del self.open[batch.tp]
             self.buffered -= batch.size - 61
         with self.space:
             self.space.notify_all()
@@ -182,7 +187,7 @@ class ProduceConnection:
         self.producer = producer
         self.broker_id = broker_id
         self.address = address
-        self.requests: queue.SimpleQueue[pb.ProduceRequest | None] = queue.SimpleQueue()
+        self.requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.inflight: deque[InFlight] = deque()
         self.slots = threading.Semaphore(producer.max_in_flight)
         self.broken = False
@@ -190,18 +195,19 @@ class ProduceConnection:
         stub = producer.cluster.reachable_stub(address)
         if stub is None:
             raise TidelogError(f"broker {broker_id} at {address} is not reachable", code=ErrorCode.NETWORK_EXCEPTION)
-        self.call = stub.ProduceStream(self._iter_requests())
+        self.call = stub.ProduceStreamRaw(self._iter_requests())
         self.reader = threading.Thread(target=self._read, name=f"tidelog-produce-{broker_id}", daemon=True)
         self.reader.start()
 
-    def _iter_requests(self) -> Iterator[pb.ProduceRequest]:
+    def _iter_requests(self) -> Iterator[bytes]:
         while True:
             req = self.requests.get()
             if req is None:
                 return
             yield req
 
-    def send(self, req: pb.ProduceRequest, batches: dict[TopicPartition, ProducerBatch], acks: int) -> bool:
+    def send(self, req: bytes, correlation_id: int, batches: dict[TopicPartition, ProducerBatch], acks: int) -> bool:
+        """Queue a serialised ProduceRequest; False if the stream is broken."""
         while not self.slots.acquire(timeout=0.1):
             if self.broken:
                 return False
@@ -209,7 +215,7 @@ class ProduceConnection:
             if self.broken:
                 self.slots.release()
                 return False
-            self.inflight.append(InFlight(req.correlation_id, batches, acks))
+            self.inflight.append(InFlight(correlation_id, batches, acks))
         self.requests.put(req)
         return True
 
@@ -296,7 +302,7 @@ class Producer:
         self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max(buffer_memory, batch_size))
         self.partitioner = StickyPartitioner()
         self._partition_counts: dict[str, int] = {}
-        self._tps: dict[tuple[str, int], TopicPartition] = {}
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}  # by topic, indexed by partition
         self._connections: dict[int, ProduceConnection] = {}
         self._correlation = itertools.count(1)
         self._closing = False
@@ -320,24 +326,74 @@ class Producer:
             if not isinstance(key, bytes | bytearray | memoryview):
                 raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
             key = bytes(key)
-        n = self._partition_counts.get(topic)
-        if n is None:
-            n = self._partition_counts[topic] = len(self.cluster.partitions_for(topic, self.max_block_s))
+        tps = self._topic_partitions.get(topic)
+        if tps is None or len(tps) != self._partition_counts.get(topic):
+            tps = self._load_topic(topic)
+        n = len(tps)
         if partition is None:
-            partition = self.partitioner.partition(topic, key, n)
+            if key is not None:  # Kafka's default partitioner (one partition: skip the hash)
+                partition = (murmurhash2(key, MURMUR2_SEED) & 0x7FFFFFFF) % n if n > 1 else 0
+            else:
+                partition = self.partitioner.partition(topic, None, n)
         elif not 0 <= partition < n:
             raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
-        tp = self._tps.get((topic, partition))
-        if tp is None:
-            tp = self._tps[(topic, partition)] = TopicPartition(topic, partition)
-        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        tp = tps[partition]
+        if timestamp is None:
+            timestamp = int(_time() * 1000)
+        # The record's parts that do not depend on its batch (see batch.encode_record_columns).
+        table = ZIGZAG
+        if key is None:
+            kb, key, klen = MINUS_ONE, b"", 0
+        else:
+            klen = len(key)
+            kb = table[klen] if klen < 65536 else encode_zigzag(klen)
+        if value is None:
+            vb, value, vlen = MINUS_ONE, b"", 0
+        else:
+            vlen = len(value)
+            vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
+        hb = encode_headers(headers) if headers else _ZERO
+        size = 21 + klen + vlen + len(hb)  # an upper bound of the record's size, as Kafka estimates
         acc = self.accumulator
         if acc.buffered > acc.buffer_memory:
             acc.wait_for_space(self.max_block_s)
-        future, new_batch = acc.append(tp, ts, key, value, headers)
-        if new_batch and key is None:
-            self.partitioner.on_new_batch(topic, partition, n)
-        return future
+        # The accumulator's append, inline: this runs once per record.
+        with acc.lock:
+            batch = acc.open.get(tp)
+            new = batch is None or batch.sealed or (batch.size + size > acc.batch_size and batch.count > 0)
+            if new:
+                if batch is not None and not batch.sealed:
+                    batch.close()  # full: join it here, where its records are still in this CPU's cache
+                batch = acc.new_batch(tp)
+            i = batch.count
+            if i == 0:
+                batch.base_ts = batch.max_ts = timestamp
+                tdb = _ZERO
+            else:
+                td = timestamp - batch.base_ts
+                tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
+                if timestamp > batch.max_ts:
+                    batch.max_ts = timestamp
+            odb = table[i] if i < 65536 else encode_zigzag(i)
+            body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
+            batch.parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb,
+                                kb, key, vb, value, hb))
+            batch.count = i + 1
+            batch.size += size
+            acc.buffered += size
+        if new:
+            # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
+            acc.wakeup.set()
+            if key is None:
+                self.partitioner.on_new_batch(topic, partition, n)
+        return FutureRecordMetadata(batch.result, i, timestamp)
+
+    def _load_topic(self, topic: str) -> list[TopicPartition]:
+        n = self._partition_counts.get(topic)
+        if n is None:
+            n = self._partition_counts[topic] = len(self.cluster.partitions_for(topic, self.max_block_s))
+        tps = self._topic_partitions[topic] = [TopicPartition(topic, p) for p in range(n)]
+        return tps
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait for every outstanding send to complete."""
@@ -500,23 +556,24 @@ class Producer:
             by_broker.setdefault(leader, []).append(b)
         for broker_id, group in by_broker.items():
             request_batches: dict[TopicPartition, ProducerBatch] = {}
-            payloads: dict[TopicPartition, bytes] = {}
+            payloads: dict[TopicPartition, tuple[bytes, bytes]] = {}
             size = 0
             for b in group:
                 payload = self._encoded(b)
+                payload_size = len(payload[0]) + len(payload[1])
                 if self.idempotent:
                     self._inflight[b.tp] = self._inflight.get(b.tp, 0) + 1
-                if request_batches and (size + len(payload) > self.max_request_size or b.tp in request_batches):
+                if request_batches and (size + payload_size > self.max_request_size or b.tp in request_batches):
                     self._dispatch(broker_id, request_batches, payloads)
                     request_batches, payloads, size = {}, {}, 0
                 request_batches[b.tp] = b
                 payloads[b.tp] = payload
-                size += len(payload)
+                size += payload_size
             if request_batches:
                 self._dispatch(broker_id, request_batches, payloads)
 
-    def _encoded(self, b: ProducerBatch) -> bytes:
-        """The batch's bytes, encoded on its first send and again after it was re-sequenced."""
+    def _encoded(self, b: ProducerBatch) -> tuple[bytes, bytes]:
+        """The batch's header and records, encoded on its first send and again after it was re-sequenced."""
         if not self.idempotent:
             if b.encoded is None:
                 b.encoded = b.encode(self.compression)
@@ -542,17 +599,15 @@ class Producer:
         return conn
 
     def _dispatch(self, broker_id: int, batches: dict[TopicPartition, ProducerBatch],
-                  payloads: dict[TopicPartition, bytes]) -> None:
-        by_topic: dict[str, list[pb.ProducePartitionData]] = {}
+                  payloads: dict[TopicPartition, tuple[bytes, bytes]]) -> None:
+        by_topic: dict[str, list[tuple[int, tuple[bytes, bytes]]]] = {}
         for tp in batches:
-            by_topic.setdefault(tp.topic, []).append(pb.ProducePartitionData(partition=tp.partition, records=payloads[tp]))
-        req = pb.ProduceRequest(
-            acks=self.acks, timeout_ms=self.request_timeout_ms, client_id=self.client_id,
-            correlation_id=next(self._correlation),
-            topics=[pb.ProduceTopicData(name=t, partitions=ps) for t, ps in by_topic.items()],
-        )
+            by_topic.setdefault(tp.topic, []).append((tp.partition, payloads[tp]))
+        correlation_id = next(self._correlation)
+        req = encode_produce_request(acks=self.acks, timeout_ms=self.request_timeout_ms, client_id=self.client_id,
+                                     correlation_id=correlation_id, topics=list(by_topic.items()))
         try:
-            sent = self._connection(broker_id).send(req, batches, self.acks)
+            sent = self._connection(broker_id).send(req, correlation_id, batches, self.acks)
         except (grpc.RpcError, KeyError, TidelogError) as exc:
             sent = False
             log.debug("cannot reach broker %s: %s", broker_id, exc)

@@ -42,12 +42,19 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
-from crc32c import crc32c
+from crc32c import crc32c as _crc32c
 
 from shared.errors import CorruptRecordError
 from shared.records.compression import CompressionType, compress, decompress
 from shared.records.positions import RecordPositions, record_positions
 from shared.records.varint import MINUS_ONE, ZIGZAG, decode_zigzag, encode_zigzag, zz
+
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC-32C, computed without releasing the GIL (gil_release_mode=0). For a 1 MiB batch it
+    takes ~40 µs; released, the calling thread then waited up to a whole switch interval (5 ms)
+    to get the GIL back from a busy thread, which made the producer's sender ~20x slower per batch."""
+    return _crc32c(data, value, 0)
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER_STRUCT.size  # 61
@@ -356,7 +363,8 @@ class BatchBuilder:
         )
 
 
-def _encode_headers(headers: Sequence[Header]) -> bytes:
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """A record's header count and headers, as they follow its value."""
     out = [zz(len(headers))]
     for hk, hv in headers:
         kb = hk.encode("utf-8")
@@ -391,12 +399,14 @@ def encode_record_columns(
     """Encode records given as parallel columns (``headers`` may be None: no record has any).
     Return the parts to join and the max timestamp. Columns avoid a tuple per record, which the
     producer would otherwise keep alive (and the cyclic GC would scan) until the batch is acknowledged."""
+    if headers is None or not any(headers):
+        return _encode_plain_columns(timestamps, keys, values, base_timestamp)
     table = ZIGZAG
     table_len = 65536
     out: list[bytes] = []
     append = out.append
     max_ts = base_timestamp
-    for delta, (ts, key, value, hdrs) in enumerate(zip(timestamps, keys, values, headers or _no_headers(len(keys)))):
+    for delta, (ts, key, value, hdrs) in enumerate(zip(timestamps, keys, values, headers)):
         td = ts - base_timestamp
         if td == 0:
             tdb = b"\x00"
@@ -419,7 +429,7 @@ def encode_record_columns(
         else:
             vlen = len(value)
             vb = table[vlen] if vlen < table_len else encode_zigzag(vlen)
-        hb = _encode_headers(hdrs) if hdrs else b"\x00"
+        hb = encode_headers(hdrs) if hdrs else b"\x00"
         body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
         append(table[body_len] if body_len < table_len else encode_zigzag(body_len))
         append(b"\x00")
@@ -430,6 +440,52 @@ def encode_record_columns(
         append(vb)
         append(value)
         append(hb)
+    return out, max_ts
+
+
+_ZERO = b"\x00"
+
+
+def _encode_plain_columns(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    base_timestamp: int,
+) -> tuple[list[bytes], int]:
+    """``encode_record_columns`` for records without headers, the producer's common case: offset
+    deltas come from the varint table in order, a timestamp delta is encoded only when the
+    timestamp changes, and each record's nine parts go into the list with one ``extend``
+    (~0.25 µs per record instead of ~0.4)."""
+    table = ZIGZAG
+    table_len = 65536
+    n = len(timestamps)
+    out: list[bytes] = []
+    extend = out.extend
+    max_ts = last_ts = base_timestamp
+    tdb = _ZERO
+    deltas = table[:n] if n <= table_len else [zz(i) for i in range(n)]
+    for ts, odb, key, value in zip(timestamps, deltas, keys, values, strict=True):
+        if ts != last_ts:
+            td = ts - base_timestamp
+            tdb = table[td] if 0 <= td < table_len else encode_zigzag(td)
+            last_ts = ts
+            if ts > max_ts:
+                max_ts = ts
+        if key is None:
+            kb = MINUS_ONE
+            key = b""
+        else:
+            klen = len(key)
+            kb = table[klen] if klen < table_len else encode_zigzag(klen)
+        if value is None:
+            vb = MINUS_ONE
+            value = b""
+        else:
+            vlen = len(value)
+            vb = table[vlen] if vlen < table_len else encode_zigzag(vlen)
+        body_len = 2 + len(tdb) + len(odb) + len(kb) + len(key) + len(vb) + len(value)
+        extend((table[body_len] if body_len < table_len else encode_zigzag(body_len), _ZERO, tdb, odb, kb, key,
+                vb, value, _ZERO))
     return out, max_ts
 
 
@@ -473,7 +529,32 @@ def encode_batch_columns(
         raise ValueError("record columns differ in length")
     base_ts = timestamps[0]
     parts, max_ts = encode_record_columns(timestamps, keys, values, headers, base_ts)
-    body = b"".join(parts)
+    return build_batch(
+        b"".join(parts), n, base_ts, max_ts, base_offset=base_offset, compression=compression,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        transactional=transactional, control=control, timestamp_type=timestamp_type,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def build_batch_pieces(
+    body: bytes,
+    n: int,
+    base_ts: int,
+    max_ts: int,
+    *,
+    base_offset: int = 0,
+    compression: CompressionType | int = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> tuple[bytes, bytes]:
+    """A batch around an encoded records section of ``n`` records (compressed here), as its 61-byte
+    header and its records section, for a caller that copies both into a larger buffer anyway."""
     comp = CompressionType(compression)
     if comp != CompressionType.NONE:
         body = compress(comp, body)
@@ -503,7 +584,13 @@ def encode_batch_columns(
     )
     crc = crc32c(body, crc32c(memoryview(header)[CRC_START:]))
     struct.pack_into(">I", header, _CRC_OFFSET, crc)
-    return bytes(header) + body
+    return bytes(header), body
+
+
+def build_batch(body: bytes, n: int, base_ts: int, max_ts: int, **kwargs: Any) -> bytes:
+    """A complete batch around an encoded records section (keyword arguments as for ``build_batch_pieces``)."""
+    header, body = build_batch_pieces(body, n, base_ts, max_ts, **kwargs)
+    return header + body
 
 
 def _decode_headers(buf: bytes, pos: int, count: int) -> tuple[list[Header], int]:

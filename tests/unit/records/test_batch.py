@@ -19,6 +19,7 @@ from shared.records.batch import (
     control_record_type,
     decode_batch,
     encode_batch,
+    encode_batch_columns,
     iter_batches,
     iter_records,
     set_base_offset,
@@ -250,3 +251,30 @@ def test_round_trip_property(records, compression, base_offset) -> None:
     assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
         (base_offset + i, ts, k, v, list(h)) for i, (ts, k, v, h) in enumerate(records)
     ]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**41),
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 3), st.integers(-(2**20), 2**20)),  # mostly repeated timestamps
+            st.one_of(st.none(), st.binary(max_size=20)),
+            st.one_of(st.none(), st.binary(max_size=200), st.just(b"v" * 70_000)),  # length varint past the table
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+)
+def test_records_without_headers_round_trip(base: int, rows) -> None:
+    """The producer's path for batches without headers (``_encode_plain_columns``)."""
+    timestamps = [base + d for d, _, _ in rows]
+    keys = [k for _, k, _ in rows]
+    values = [v for _, _, v in rows]
+    data = encode_batch_columns(timestamps, keys, values, None, base_offset=7)
+    header, got = decode_batch(data)
+    assert header.max_timestamp == max(timestamps) and header.size == len(data)
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
+        (7 + i, ts, k, v, []) for i, (ts, k, v) in enumerate(zip(timestamps, keys, values))
+    ]
+    assert data == encode_batch([(ts, k, v, None) for ts, k, v in zip(timestamps, keys, values)], base_offset=7)
