@@ -40,7 +40,7 @@ _ZERO = ZIGZAG[0]
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
-@dataclass(eq=False)  # identity: batches are looked up in lists
+@dataclass(eq=False, slots=True)  # identity: batches are looked up in lists
 class ProducerBatch:
     tp: TopicPartition
     created: float
@@ -342,7 +342,8 @@ class Producer:
             timestamp = int(_time() * 1000)
         # The record's parts that do not depend on its batch (see batch.encode_record_columns).
         table = ZIGZAG
-        if key is None:
+        null_key = key is None
+        if null_key:
             kb, key, klen = MINUS_ONE, b"", 0
         else:
             klen = len(key)
@@ -384,7 +385,7 @@ class Producer:
         if new:
             # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
             acc.wakeup.set()
-            if key is None:
+            if null_key:  # the sticky partition moves on when its batch is full
                 self.partitioner.on_new_batch(topic, partition, n)
         return FutureRecordMetadata(batch.result, i, timestamp)
 

@@ -90,6 +90,25 @@ def test_round_trip_across_partitions_with_keys_on_kafkas_partitions(env) -> Non
     assert len(by_value) <= 600
 
 
+def test_null_keys_stick_to_a_partition_per_batch_then_move_on_and_timestamps_survive(env) -> None:
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=6)
+    base = int(time.time() * 1000)
+    stamps = [base - 5_000 + (i * 7919) % 10_000 for i in range(200)]  # out of order within each batch
+    with Producer(bootstrap, batch_size=2048, linger_ms=50) as producer:
+        futures = [producer.send(topic, b"%03d" % i + b"x" * 297, timestamp=stamps[i]) for i in range(200)]
+        producer.flush()
+        parts = [f.get(10).partition for f in futures]
+    changes = sum(a != b for a, b in zip(parts, parts[1:], strict=False))
+    assert len(set(parts)) > 1, "the sticky partition moves on when its batch fills"
+    assert changes <= 200 // 5, "records stick to one partition per batch (6 of 300 B fit in 2 KiB)"
+    got = consume_all(bootstrap, topic, list(range(6)), 200)
+    records = [r for recs in got.values() for r in recs]
+    assert sorted(int(r.value[:3]) for r in records) == list(range(200))
+    assert all(r.key is None and r.timestamp == stamps[int(r.value[:3])] for r in records)
+
+
 def test_acks_zero_and_one_and_compression(env) -> None:
     _, bootstrap, admin = env
     topic = unique()
