@@ -29,7 +29,7 @@ from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.records.batch import HEADER_SIZE, BatchHeader, Record, decode_records, iter_batches, records_section
-from shared.runtime import tune_allocator
+from shared.runtime import tune_allocator, tune_switch_interval
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,7 @@ class Consumer:
         if group_id is not None:
             raise NotImplementedError("consumer groups (group_id / subscribe) are not supported yet; use assign()")
         tune_allocator()
+        tune_switch_interval()
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
         self.client_id = client_id
         self.auto_offset_reset = auto_offset_reset
