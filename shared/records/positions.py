@@ -63,6 +63,83 @@ def _varints(arr: np.ndarray, p: np.ndarray, last: int) -> tuple[np.ndarray, np.
     return (raw >> 1) ^ -(raw & 1), 1 + c0 + c1
 
 
+#: A run of records of one length is followed with numpy once it is at least this long.
+_MIN_RUN = 8
+
+
+def _walk(data: bytes | memoryview, arr: np.ndarray, start: int, stop: int,
+          count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where each record's body starts and ends: ``count`` records from ``start`` must end at ``stop``.
+
+    Each record starts where the one before ends, so the walk is sequential. But records often
+    share one length for long runs (fixed-size payloads: a length changes only when a varint of
+    the offset or timestamp delta grows a byte). So after reading a record's length varint, the
+    next records are assumed to have the same one: their starts follow at a fixed stride, and
+    numpy checks all of those length varints at once, byte for byte. The run ends at the first
+    record whose varint differs, which is then read as usual. Exact by construction: a record at
+    a checked position starts where the previous one (of the run's length) ends. Short runs
+    (varying lengths) are walked record by record, as before.
+    """
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    pos = start
+    i = 0
+    dz = decode_zigzag
+    scalar_until = 0  # walk this many records one by one before trying a run again
+    s_list: list[int] = []
+    e_list: list[int] = []
+    try:
+        while i < count:
+            b = data[pos]
+            if b < 0x80:
+                length, size = (b >> 1) ^ -(b & 1), 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    v = (b & 0x7F) | (b2 << 7)
+                    length, size = (v >> 1) ^ -(v & 1), 2
+                else:
+                    length, after = dz(data, pos)
+                    size = after - pos
+            if length <= 0:
+                return None
+            stride = size + length
+            if i >= scalar_until and count - i >= _MIN_RUN:
+                k = min(count - i, (stop - pos) // stride)
+                if k >= _MIN_RUN:
+                    cand = pos + stride * np.arange(k, dtype=np.int64)
+                    same = arr[cand] == arr[pos]
+                    for j in range(1, size):
+                        same &= arr[cand + j] == arr[pos + j]
+                    m = int(k if same.all() else np.argmin(same))  # records in the run (the first always matches)
+                    if m >= _MIN_RUN:
+                        if s_list:
+                            starts.append(np.array(s_list, np.int64))
+                            ends.append(np.array(e_list, np.int64))
+                            s_list, e_list = [], []
+                        body = cand[:m] + size
+                        starts.append(body)
+                        ends.append(body + length)
+                        pos += m * stride
+                        i += m
+                        continue
+                scalar_until = i + 4 * _MIN_RUN
+            s_list.append(pos + size)
+            e_list.append(pos + stride)
+            pos += stride
+            i += 1
+    except IndexError:
+        return None
+    if pos != stop:
+        return None
+    if s_list:
+        starts.append(np.array(s_list, np.int64))
+        ends.append(np.array(e_list, np.int64))
+    if len(starts) == 1:
+        return starts[0], ends[0]
+    return np.concatenate(starts), np.concatenate(ends)
+
+
 def record_positions(
     data: bytes | memoryview, start: int, stop: int, count: int, base_offset: int, base_timestamp: int,
     log_append_time: int | None,
@@ -70,38 +147,15 @@ def record_positions(
     """Positions of the ``count`` records in ``data[start:stop]``, or None (use the record-by-record decoder)."""
     if count < MIN_VECTOR_RECORDS or stop - start < count * 7:
         return None
-    starts: list[int] = []
-    lengths: list[int] = []
-    s_append, l_append = starts.append, lengths.append
-    dz = decode_zigzag
-    pos = start
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    v = (b & 0x7F) | (b2 << 7)
-                    length = (v >> 1) ^ -(v & 1)
-                    pos += 2
-                else:
-                    length, pos = dz(data, pos)
-            s_append(pos)
-            l_append(length)
-            pos += length
-    except IndexError:
-        return None
-    if pos != stop:
-        return None
     arr = np.frombuffer(data, np.uint8)
-    last = len(arr) - 1
-    s = np.array(starts, np.int64)
-    e = s + np.array(lengths, np.int64)
+    walked = _walk(data, arr, start, stop, count)
+    if walked is None:
+        return None
+    s, e = walked
+
     if (e <= s).any() or e[-1] > len(arr):
         return None
+    last = len(arr) - 1
     p = s + 1  # the attributes byte is unused
     fields = []
     for _ in range(3):  # timestamp delta, offset delta, key length

@@ -98,3 +98,47 @@ def test_a_negative_offset_delta_is_corrupt_in_both_decoders() -> None:
         decode_records(header, bytes(damaged))
     with pytest.raises(CorruptRecordError, match="negative offset delta"):
         decode_columns(header, bytes(damaged))
+
+
+runs = st.lists(st.tuples(st.integers(1, 90), st.integers(0, 400), st.one_of(st.none(), st.binary(max_size=8))),
+                min_size=1, max_size=6)
+
+
+def _run_records(spec, base_ts: int = 10_000) -> list:
+    out = []
+    for count, size, key in spec:
+        out += [(base_ts + len(out) // 7, key, b"v" * size, []) for _ in range(count)]
+    return out
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(runs)
+def test_runs_of_equal_length_records_are_followed_exactly(spec) -> None:
+    """Runs of one record length (fixed-size payloads) are walked with numpy; mixed with short runs."""
+    records = _run_records(spec)
+    if len(records) < MIN_VECTOR_RECORDS:
+        records += [(10_000, b"k", b"x" * (i % 5), []) for i in range(MIN_VECTOR_RECORDS)]
+    header, section, found = positions_of(encode_batch(records))
+    assert found is not None
+    expected = [R(i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
+    assert decode_records(header, section) == expected == _decode_records(header, section, R)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(min_size=1, max_size=6), st.integers(0, 1_000_000))
+def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
+    records = _run_records([(70, 300, b"key"), (40, 10, None), (90, 300, b"key")])
+    header, section, found = positions_of(encode_batch(records))
+    assert found is not None
+    where %= len(section)
+    damaged = bytearray(section)
+    damaged[where:where + len(noise)] = noise[:len(section) - where]
+    damaged = bytes(damaged)
+    found = record_positions(damaged, 0, len(damaged), header.records_count, header.base_offset,
+                             header.base_timestamp, None)
+    try:
+        slow = _decode_records(header, damaged, R)
+    except (CorruptRecordError, IndexError):
+        assert found is None, "the fast path accepted a section the full decoder rejects"
+        return
+    assert decode_records(header, damaged) == slow
