@@ -18,6 +18,7 @@ from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.proto.fetch_wire import parse_fetch_response
 from shared.types import TopicPartition
 
 CHANNEL_OPTIONS = [
@@ -59,8 +60,9 @@ class Snapshot:
 
 
 class BrokerClientStub(pb_grpc.BrokerStub):
-    """The generated stub, plus ``ProduceStreamRaw``: ProduceStream taking requests already
-    serialised (see shared.proto.produce_wire), so gRPC sends the producer's bytes as they are."""
+    """The generated stub, plus two variants that skip protobuf's copies of record batches:
+    ``ProduceStreamRaw`` takes requests already serialised (shared.proto.produce_wire), and
+    ``FetchStreamRaw`` returns responses as views over the received bytes (shared.proto.fetch_wire)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
@@ -68,6 +70,11 @@ class BrokerClientStub(pb_grpc.BrokerStub):
             "/tidelog.v1.Broker/ProduceStream",
             request_serializer=None,
             response_deserializer=pb.ProduceResponse.FromString,
+        )
+        self.FetchStreamRaw = channel.stream_stream(
+            "/tidelog.v1.Broker/FetchStream",
+            request_serializer=pb.FetchRequest.SerializeToString,
+            response_deserializer=parse_fetch_response,
         )
 
 

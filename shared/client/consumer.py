@@ -28,6 +28,7 @@ from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
+from shared.proto.fetch_wire import FetchResponseView
 from shared.records.batch import HEADER_SIZE, BatchHeader, Record, decode_records, iter_batches, records_section
 from shared.runtime import tune_allocator, tune_switch_interval
 from shared.types import TopicPartition
@@ -95,10 +96,15 @@ class ConsumerRecords:
 
 @dataclass
 class Completed:
+    """A partition's part of a fetch response: its batches are ``data[start:end]``, where ``data``
+    is the response as received (decoded in place: no copy of the records)."""
+
     tp: TopicPartition
     generation: int
     fetch_offset: int
     data: bytes
+    start: int
+    end: int
     high_watermark: int
     log_start_offset: int
     error: int = 0
@@ -394,7 +400,7 @@ class Consumer:
         st = self._states.get(c.tp)
         with self._lock:
             if st is not None:
-                st.buffered = max(st.buffered - len(c.data), 0)
+                st.buffered = max(st.buffered - (c.end - c.start), 0)
                 self._pump()  # the freed room may let more fetches go out
         if st is None or st.generation != c.generation or st.position is None:
             return None
@@ -407,7 +413,7 @@ class Consumer:
             return None
         st.high_watermark = c.high_watermark
         st.log_start_offset = c.log_start_offset
-        batches = deque(iter_batches(c.data, validate=True))
+        batches = deque(iter_batches(c.data, validate=True, start=c.start, end=c.end))
         if batches and batches[-1][1].next_offset > st.position:
             return _Cursor(c.tp, c.generation, c.data, batches)
         return None
@@ -511,7 +517,7 @@ class Consumer:
                         self.cluster.forget(addr)
             self._refresh_soon()
 
-    def _handle_fetch(self, lf: _LeaderFetch, resp: pb.FetchResponse, sent: dict[TopicPartition, int]) -> None:
+    def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView, sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
             lf.idle = all(p.next_offset <= p.fetch_offset for t in resp.topics for p in t.partitions)
@@ -526,7 +532,7 @@ class Consumer:
                         lf.synced.pop(tp, None)  # the broker dropped its position for it
                         err = error_for(p.error_code, p.error_message)
                         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                            self._completed.append(Completed(tp, gen, st.fetch_position or 0, b"", -1, -1,
+                            self._completed.append(Completed(tp, gen, st.fetch_position or 0, b"", 0, 0, -1, -1,
                                                              p.error_code, p.error_message))
                             st.fetch_position = None  # wait for poll() to reset the position
                         elif err.retriable:
@@ -539,11 +545,10 @@ class Consumer:
                         continue
                     st.high_watermark = p.high_watermark
                     if p.next_offset > p.fetch_offset:
-                        data = p.records
                         st.fetch_position = p.next_offset
-                        st.buffered += len(data)
-                        self._completed.append(Completed(tp, gen, p.fetch_offset, data, p.high_watermark,
-                                                         p.log_start_offset))
+                        st.buffered += p.records_size
+                        self._completed.append(Completed(tp, gen, p.fetch_offset, p.buf, p.records_start,
+                                                         p.records_end, p.high_watermark, p.log_start_offset))
             self._pump()  # this stream has room for another fetch now (the reader sends it: no thread hop)
             self._lock.notify_all()
         if refresh:

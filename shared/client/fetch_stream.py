@@ -16,10 +16,14 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from shared.proto import tidelog_pb2 as pb
+from shared.proto.fetch_wire import FetchResponseView
 from shared.types import TopicPartition
+
+if TYPE_CHECKING:
+    from shared.client.cluster import BrokerClientStub
 
 M = TypeVar("M")
 
@@ -42,13 +46,14 @@ def fetch_request(
 class PipelinedFetchStream(Generic[M]):
     """Send requests without waiting; ``receive()`` returns each response with the meta given to ``send``.
 
+    Responses are ``FetchResponseView``s: each partition's records stay in the received bytes.
     Not thread-safe on its own: one thread sends (or sends under the caller's lock) and one receives.
     """
 
-    def __init__(self, stub: Any, broker: int) -> None:
+    def __init__(self, stub: BrokerClientStub, broker: int) -> None:
         self.broker = broker
         self._requests: queue.SimpleQueue[pb.FetchRequest | None] = queue.SimpleQueue()
-        self._call = stub.FetchStream(iter(self._requests.get, None))
+        self._call = stub.FetchStreamRaw(iter(self._requests.get, None))
         self._pending: deque[M] = deque()
         self.last_activity = time.monotonic()
         self.closed = False
@@ -63,7 +68,7 @@ class PipelinedFetchStream(Generic[M]):
         self._pending.append(meta)
         self._requests.put(request)
 
-    def receive(self) -> tuple[pb.FetchResponse, M]:
+    def receive(self) -> tuple[FetchResponseView, M]:
         """The next response (blocking); raises ``grpc.RpcError`` or ``StopIteration`` when the stream ends."""
         resp = next(self._call)
         self.last_activity = time.monotonic()

@@ -79,8 +79,8 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 continue
             if stream is None:
                 continue
-            data = p.records
-            if not data:
+            data, begin, stop = p.buf, p.records_start, p.records_end  # the batches, in the received bytes
+            if begin == stop:
                 if p.high_watermark < end and time.monotonic() > deadline:
                     raise TidelogError(f"{tp}: offsets up to {end} never became available (HW {p.high_watermark})",
                                        code=ErrorCode.REQUEST_TIMED_OUT)
@@ -88,8 +88,8 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                     time.sleep(0.05)  # waiting for replication to reach the planned end
                 continue
             deadline = time.monotonic() + timeout_s
-            bytes_per_offset = max(bytes_per_offset, len(data) / max(p.next_offset - offset, 1))
-            for pos, header in iter_batches(data):
+            bytes_per_offset = max(bytes_per_offset, (stop - begin) / max(p.next_offset - offset, 1))
+            for pos, header in iter_batches(data, start=begin, end=stop):
                 if header.last_offset >= offset and header.base_offset < end:
                     yield data, pos, header
                 offset = max(offset, header.next_offset)

@@ -223,16 +223,16 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 
 
 def iter_batches(
-    buf: bytes | bytearray | memoryview, *, validate: bool = True
+    buf: bytes | bytearray | memoryview, *, validate: bool = True, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` for each whole batch in ``buf``.
+    """Yield ``(position, header)`` for each whole batch in ``buf[start:end]`` (positions within ``buf``).
 
     Stops silently at a trailing partial batch (a reader asked for up to N
     bytes may cut the last one). With ``validate``, a batch that is present
     but invalid raises ``CorruptRecordError``.
     """
-    pos = 0
-    end = len(buf)
+    pos = start
+    end = len(buf) if end is None else end
     while end - pos >= LOG_OVERHEAD:
         (_, length) = _HEAD12.unpack_from(buf, pos)
         size = length + LOG_OVERHEAD
