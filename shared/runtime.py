@@ -12,6 +12,13 @@ the GIL, and a thread that holds it while busy (an application calling ``send()`
 in a loop) gives it up only every *switch interval*, 5 ms by default, so one
 produce request waited ~20 ms on four hand-offs. ``tune_switch_interval`` lowers
 the interval to 0.5 ms unless the application chose its own.
+
+A consumer makes one record object per record (a producer one future per send).
+With Python's default first-generation threshold of 700 allocations the cyclic
+garbage collector ran every ~700 records and traversed the records still alive
+(the current poll's and the batch being decoded), ~10 % of the consumer's time.
+``tune_gc`` raises the threshold to 10,000 unless the application set its own, as
+a JVM client would size its young generation.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import sys
 
 _M_TRIM_THRESHOLD = -1
@@ -52,3 +60,16 @@ def tune_switch_interval(interval_s: float = 0.0005) -> bool:
         sys.setswitchinterval(interval_s)
         return True
     return abs(current - interval_s) < 1e-9
+
+
+_PYTHON_DEFAULT_GC_THRESHOLD0 = 700
+
+
+def tune_gc(threshold0: int = 10_000) -> bool:
+    """Raise the cyclic GC's first-generation threshold unless the application changed it from
+    Python's default; return whether it is now ``threshold0``."""
+    current = gc.get_threshold()
+    if current[0] == _PYTHON_DEFAULT_GC_THRESHOLD0:
+        gc.set_threshold(threshold0, *current[1:])
+        return True
+    return current[0] == threshold0

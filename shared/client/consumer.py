@@ -30,7 +30,7 @@ from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchResponseView
 from shared.records.batch import HEADER_SIZE, BatchHeader, Record, decode_records, iter_batches, records_section
-from shared.runtime import tune_allocator, tune_switch_interval
+from shared.runtime import tune_allocator, tune_gc, tune_switch_interval
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,7 @@ class Consumer:
             raise NotImplementedError("consumer groups (group_id / subscribe) are not supported yet; use assign()")
         tune_allocator()
         tune_switch_interval()
+        tune_gc()
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
         self.client_id = client_id
         self.auto_offset_reset = auto_offset_reset

@@ -30,7 +30,7 @@ from shared.proto.produce_wire import encode_produce_request
 from shared.records.batch import Header, build_batch_pieces, encode_headers
 from shared.records.compression import CompressionType
 from shared.records.varint import MINUS_ONE, ZIGZAG, encode_zigzag
-from shared.runtime import tune_allocator, tune_switch_interval
+from shared.runtime import tune_allocator, tune_gc, tune_switch_interval
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -277,6 +277,7 @@ class Producer:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
         tune_allocator()
         tune_switch_interval()
+        tune_gc()
         self.acks = _ACKS[acks]
         # Kafka's default: idempotence on, unless acks was set to something other than all.
         self.idempotent = self.acks == -1 if enable_idempotence is None else enable_idempotence
