@@ -489,16 +489,12 @@ def _encode_plain_columns(
     return out, max_ts
 
 
-def _no_headers(n: int) -> repeat[None]:
-    return repeat(None, n)
-
-
 def encode_batch(
     records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[Header] | None]],
     **kwargs: Any,
 ) -> bytes:
     """Encode ``(timestamp, key, value, headers)`` tuples as one complete batch
-    (keyword arguments as for :func:`encode_batch_columns`)."""
+    (the batch header's fields as keyword arguments of :func:`build_batch_pieces`)."""
     if not records:
         raise ValueError("a batch needs at least one record")
     timestamps, keys, values, headers = zip(*records, strict=True)
@@ -510,18 +506,10 @@ def encode_batch_columns(
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
     headers: Sequence[Sequence[Header] | None] | None = None,
-    *,
-    base_offset: int = 0,
-    compression: CompressionType | int = CompressionType.NONE,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequence: int = NO_SEQUENCE,
-    transactional: bool = False,
-    control: bool = False,
-    timestamp_type: int = CREATE_TIME,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    **fields: Any,
 ) -> bytes:
-    """Encode one complete batch from parallel columns (``headers`` None: no record has headers)."""
+    """Encode one complete batch from parallel columns (``headers`` None: no record has headers);
+    the batch header's fields as keyword arguments of :func:`build_batch_pieces`."""
     n = len(timestamps)
     if not n:
         raise ValueError("a batch needs at least one record")
@@ -529,12 +517,7 @@ def encode_batch_columns(
         raise ValueError("record columns differ in length")
     base_ts = timestamps[0]
     parts, max_ts = encode_record_columns(timestamps, keys, values, headers, base_ts)
-    return build_batch(
-        b"".join(parts), n, base_ts, max_ts, base_offset=base_offset, compression=compression,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        transactional=transactional, control=control, timestamp_type=timestamp_type,
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    return build_batch(b"".join(parts), n, base_ts, max_ts, **fields)
 
 
 def build_batch_pieces(
