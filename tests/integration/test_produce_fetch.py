@@ -448,3 +448,29 @@ def test_idempotent_producer_recovers_after_the_broker_refuses_a_batch(env) -> N
         assert [f.get(30).offset for f in after] == list(range(5, 45))
     got = consume_all(bootstrap, topic, [0], 45)[0]
     assert [r.value.split(b".")[0] for r in got] == [b"a%d" % i for i in range(5)] + [b"b%d" % i for i in range(40)]
+
+
+def test_forking_a_subprocess_while_clients_are_busy(env) -> None:
+    """PySpark starts its JVM with Popen(preexec_fn=...), which forks. With gRPC's fork handlers on,
+    a child forked while a client thread was inside a gRPC call could abort before exec
+    (grpc/grpc#43055); shared/__init__.py turns them off."""
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stop = threading.Event()
+    with Producer(bootstrap, acks=1, linger_ms=0) as producer, Consumer(bootstrap) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+
+        def busy() -> None:
+            while not stop.is_set():
+                producer.send(topic, b"x")
+                consumer.poll(5)
+
+        worker = threading.Thread(target=busy, daemon=True)
+        worker.start()
+        try:
+            codes = [subprocess.run(["true"], preexec_fn=lambda: None, check=False).returncode for _ in range(60)]
+        finally:
+            stop.set()
+            worker.join(5)
+    assert codes == [0] * 60
