@@ -469,7 +469,8 @@ def test_forking_a_subprocess_while_clients_are_busy(env) -> None:
         worker = threading.Thread(target=busy, daemon=True)
         worker.start()
         try:
-            codes = [subprocess.run(["true"], preexec_fn=lambda: None, check=False).returncode for _ in range(60)]
+            codes = [subprocess.run(["true"], preexec_fn=lambda: None, check=False, timeout=20).returncode
+                     for _ in range(60)]
         finally:
             stop.set()
             worker.join(5)
