@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np  # OPENBLAS_NUM_THREADS is set in shared/__init__.py, before any numpy import
 
+from shared.errors import CorruptRecordError
 from shared.records.varint import decode_zigzag
 
 #: Below this many records per batch the fixed cost of the numpy calls outweighs the gain.
@@ -128,7 +129,7 @@ def _walk(data: bytes | memoryview, arr: np.ndarray, start: int, stop: int,
             e_list.append(pos + stride)
             pos += stride
             i += 1
-    except IndexError:
+    except (IndexError, CorruptRecordError):  # the record-by-record decoder names the fault
         return None
     if pos != stop:
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.errors import CorruptRecordError
@@ -66,6 +66,7 @@ def test_headers_small_batches_and_huge_values_use_the_record_by_record_decoder(
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=40), st.integers(0, 100_000))
+@example(noise=b"\x80" * 10, where=0)  # a length varint longer than 10 bytes
 def test_a_damaged_section_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
     records = [(1000 + i, b"key-%d" % i, b"v" * (i * 37 % 300), []) for i in range(60)]
     header, section, _ = positions_of(encode_batch(records))
@@ -126,6 +127,7 @@ def test_runs_of_equal_length_records_are_followed_exactly(spec) -> None:
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=6), st.integers(0, 1_000_000))
+@example(noise=b"\x80" * 6, where=0)
 def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
     records = _run_records([(70, 300, b"key"), (40, 10, None), (90, 300, b"key")])
     header, section, found = positions_of(encode_batch(records))
