@@ -64,7 +64,8 @@ class ProducerBatch:
         self.result = ProduceRequestResult(self.tp)
 
     def close(self) -> None:
-        """Take no more records and join the records section (with the accumulator's lock held).
+        """Take no more records and join the records section. Called by ``send()`` with the
+        accumulator's lock held, or by the sender on a batch it drained (sealed: send() leaves it).
 
         ``send()`` closes a batch when the next record does not fit, so the join, and freeing the
         parts, happen on the application's thread, which just touched every part. Done by the
@@ -87,8 +88,9 @@ class ProducerBatch:
 
 
 class RecordAccumulator:
-    """Per-partition queues of batches. ``append`` holds a plain lock for a few operations;
-    the sender is woken through ``wakeup`` only when a batch fills or a flush starts."""
+    """Per-partition queues of batches. ``Producer.send`` appends to a partition's open batch
+    holding ``lock`` for a few operations; the sender is woken through ``wakeup`` only when a
+    batch fills or a flush starts."""
 
     def __init__(self, batch_size: int, linger_s: float, buffer_memory: int = 32 * 1024 * 1024) -> None:
         self.batch_size = batch_size
