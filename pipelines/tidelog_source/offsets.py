@@ -110,16 +110,33 @@ class OffsetResolver:
 
 def plan_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int],
                 min_partitions: int | None) -> list[Range]:
-    """One range per topic-partition with data; split the largest ones to reach ``min_partitions``."""
+    """One range per topic-partition with data; split them to reach ``min_partitions``.
+
+    Spark's Kafka source rounds each range's share, which can give fewer pieces than asked
+    (three equal ranges and minPartitions=7 give 2+2+2). Here the pieces are apportioned by
+    largest remainder, so the plan has exactly ``min_partitions`` ranges unless there are
+    fewer records than that (a range is never split below one record).
+    """
     ranges = [Range(tp.topic, tp.partition, start.get(tp, 0), off) for tp, off in sorted(end.items())
               if off > start.get(tp, 0)]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
-    total = sum(r.end - r.start for r in ranges)
+    sizes = [r.end - r.start for r in ranges]
+    total = sum(sizes)
+    if total <= min_partitions:
+        return [Range(r.topic, r.partition, o, o + 1) for r in ranges for o in range(r.start, r.end)]
+    shares = [min_partitions * n / total for n in sizes]
+    pieces = [max(1, int(s)) for s in shares]
+    # hand out what is left, largest remainder first, never more pieces than records
+    order = sorted(range(len(ranges)), key=lambda i: shares[i] - int(shares[i]), reverse=True)
+    left = min_partitions - sum(pieces)
+    while left > 0:
+        for i in order:
+            if left and pieces[i] < sizes[i]:
+                pieces[i] += 1
+                left -= 1
     out: list[Range] = []
-    for r in ranges:
-        pieces = max(1, round(min_partitions * (r.end - r.start) / total))
-        step = -(-(r.end - r.start) // pieces)
-        for s in range(r.start, r.end, step):
-            out.append(Range(r.topic, r.partition, s, min(s + step, r.end)))
+    for r, n, k in zip(ranges, sizes, pieces, strict=True):
+        bounds = [r.start + n * j // k for j in range(k + 1)]
+        out.extend(Range(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:], strict=False))
     return out
