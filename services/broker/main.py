@@ -14,9 +14,8 @@ from pydantic import Field
 
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.replica_manager import ReplicaManager
-from services.broker.server import BrokerServicer
+from services.broker.server import BrokerServicer, add_broker_servicer
 from shared.proto import tidelog_pb2 as pb
-from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -52,8 +51,7 @@ class Broker(Service[BrokerSettings]):
         self._pid_lock = asyncio.Lock()
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        pb_grpc.add_BrokerServicer_to_server(
-            BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
+        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
 
     async def allocate_producer_id(self) -> int:
         """Producer ids come from blocks of 1000 reserved atomically in etcd."""

@@ -1,4 +1,11 @@
-"""gRPC servicer of the broker: protobuf in, replica manager calls, protobuf out. Translation only."""
+"""gRPC servicer of the broker: protobuf in, replica manager calls, protobuf out. Translation only.
+
+The two messages that carry record batches skip the generated classes: produce
+requests are read in place (``produce_wire.parse_produce_request``: the batches
+stay in the received bytes) and fetch responses are written by hand
+(``fetch_wire.encode_fetch_response``: each batch is copied once, into the
+response). The wire format is unchanged, so any protobuf client reads them;
+``add_broker_servicer`` installs the codecs."""
 
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManag
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
+from shared.proto.produce_wire import ProduceRequestView, WireError, parse_produce_request
 from shared.records.batch import next_offset_after
 from shared.types import TopicPartition
 
@@ -59,7 +68,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- produce ------------------------------------------------------------------------------------
 
-    async def _produce(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    async def _produce(self, request: ProduceRequestView) -> pb.ProduceResponse:
         data = [
             (TopicPartition(t.name, p.partition), p.records)
             for t in request.topics
@@ -77,18 +86,31 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                               log_start_offset=r.log_start_offset)
         return resp
 
-    async def Produce(self, request: pb.ProduceRequest, context: Any) -> pb.ProduceResponse:
-        return await self._produce(request)
+    async def Produce(self, request: ProduceRequestView | WireError,  # type: ignore[override]
+                      context: Any) -> pb.ProduceResponse:
+        return await self._produce(await _well_formed(request, context))
 
-    async def ProduceStream(self, request_iterator: AsyncIterator[pb.ProduceRequest], context: Any) -> AsyncIterator[pb.ProduceResponse]:
+    async def ProduceStream(self, request_iterator: AsyncIterator[ProduceRequestView | WireError],  # type: ignore[override]
+                            context: Any) -> AsyncIterator[pb.ProduceResponse]:
+        malformed: list[WireError] = []
+
+        async def requests() -> AsyncIterator[ProduceRequestView]:
+            async for request in request_iterator:
+                if isinstance(request, WireError):
+                    malformed.append(request)  # the requests before it are answered, then the call fails
+                    return
+                yield request
+
         # Appends happen in arrival order (the reader), completions are awaited and
         # answered in the same order (the writer), so acks=all waits do not stall appends.
-        async for resp in _pipelined(request_iterator, self._produce):
+        async for resp in _pipelined(requests(), self._produce):
             yield resp
+        if malformed:
+            await _well_formed(malformed[0], context)
 
     # -- fetch --------------------------------------------------------------------------------------
 
-    async def _fetch(self, request: pb.FetchRequest, session: dict[TopicPartition, int] | None = None) -> pb.FetchResponse:
+    async def _fetch(self, request: pb.FetchRequest, session: dict[TopicPartition, int] | None = None) -> bytes:
         """Serve one fetch. ``session`` (FetchStream only) maps each partition to where this stream's
         last response for it ended; ``incremental`` requests read from there."""
         specs = []
@@ -111,12 +133,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         )
         offsets = {s.tp: s.offset for s in specs}
         results = await self.rm.fetch(params)
-        resp = pb.FetchResponse(correlation_id=request.correlation_id)
-        by_topic: dict[str, pb.FetchTopicResponse] = {}
+        by_topic: dict[str, list[FetchPartitionData]] = {}
         for tp, r in results.items():
-            tr = by_topic.get(tp.topic)
-            if tr is None:
-                tr = by_topic[tp.topic] = resp.topics.add(name=tp.topic)
             fetch_offset = offsets[tp]
             next_offset = next_offset_after(r.records, fetch_offset)
             if session is not None:
@@ -124,24 +142,25 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     session.pop(tp, None)
                 else:
                     session[tp] = next_offset
-            tr.partitions.add(partition=tp.partition, error_code=r.error, error_message=r.message,
-                              high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
-                              log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
-                              leader_epoch=r.leader_epoch, records=r.records,
-                              fetch_offset=fetch_offset, next_offset=next_offset)
-        return resp
+            by_topic.setdefault(tp.topic, []).append(FetchPartitionData(
+                partition=tp.partition, error_code=r.error, error_message=r.message,
+                high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
+                leader_epoch=r.leader_epoch, records=r.records, fetch_offset=fetch_offset, next_offset=next_offset))
+        return encode_fetch_response(correlation_id=request.correlation_id, topics=list(by_topic.items()))
 
-    async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> bytes:  # type: ignore[override]
         return await self._fetch(request)
 
-    async def FetchStream(self, request_iterator: AsyncIterator[pb.FetchRequest], context: Any) -> AsyncIterator[pb.FetchResponse]:
+    async def FetchStream(self, request_iterator: AsyncIterator[pb.FetchRequest],  # type: ignore[override]
+                          context: Any) -> AsyncIterator[bytes]:
         # Requests are served one after another in arrival order (an asyncio.Lock is FIFO), so
         # incremental requests see the positions the previous response left; while one is read,
         # the previous response is being written, and a client may keep several in flight.
         session: dict[TopicPartition, int] = {}
         lock = asyncio.Lock()
 
-        async def handle(request: pb.FetchRequest) -> pb.FetchResponse:
+        async def handle(request: pb.FetchRequest) -> bytes:
             async with lock:
                 return await self._fetch(request, session)
 
@@ -189,6 +208,52 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             log.exception("producer id allocation failed")
             return pb.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=0)
+
+
+def _read_produce_request(data: bytes) -> ProduceRequestView | WireError:
+    """Request deserializer: a malformed request is handed to the method, which refuses it with
+    INVALID_ARGUMENT (an exception here would end the call as UNKNOWN)."""
+    try:
+        return parse_produce_request(data)
+    except WireError as exc:
+        return exc
+
+
+async def _well_formed(request: ProduceRequestView | WireError, context: Any) -> ProduceRequestView:
+    if isinstance(request, WireError):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed ProduceRequest: {request}")
+    assert not isinstance(request, WireError)
+    return request
+
+
+def _serialized(message: Any) -> bytes:
+    """Response serializer that passes bytes through (already serialised by hand)."""
+    return message if type(message) is bytes else message.SerializeToString()
+
+
+class _Codecs:
+    """Stands in for the server while the generated code registers the broker's methods, and swaps in
+    the hand-written codecs: produce requests read in place, fetch responses passed through as bytes."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self.server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        handlers = dict(handlers)
+        for name in ("Produce", "ProduceStream"):
+            handlers[name] = handlers[name]._replace(request_deserializer=_read_produce_request)  # type: ignore[attr-defined]
+        for name in ("Fetch", "FetchStream"):
+            handlers[name] = handlers[name]._replace(response_serializer=_serialized)  # type: ignore[attr-defined]
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+        self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
+
+
+def add_broker_servicer(servicer: BrokerServicer, server: grpc.aio.Server) -> None:
+    """Register the broker's gRPC methods, with the hand-written codecs for produce and fetch."""
+    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server))  # type: ignore[arg-type]
 
 
 async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:

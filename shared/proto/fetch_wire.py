@@ -1,4 +1,4 @@
-"""``FetchResponse`` read from protobuf wire format by hand, leaving the record batches where they are.
+"""``FetchResponse`` written and read in protobuf wire format by hand, leaving the record batches where they are.
 
 The generated parser copies each partition's ``records`` into the message, and
 reading the field copies it again into a new ``bytes``: two copies of every
@@ -12,53 +12,12 @@ against the generated parser); unknown fields are skipped, as protobuf does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
 
-class WireError(ValueError):
-    """The bytes are not a well-formed message."""
+from shared.proto.wire import WireError, fields, signed, text, varint
 
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise WireError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise WireError("varint too long")
-
-
-def _signed(v: int) -> int:
-    """int32/int64 fields travel as 64-bit two's complement varints."""
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _fields(buf: bytes, pos: int, end: int):  # type: ignore[no-untyped-def]
-    """Yield ``(field number, value)``: an int for varints, ``(start, end)`` for length-delimited fields."""
-    while pos < end:
-        key, pos = _varint(buf, pos, end)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos, end)
-            yield field, value
-        elif wire == 2:
-            n, pos = _varint(buf, pos, end)
-            if pos + n > end:
-                raise WireError("length-delimited field runs past its message")
-            yield field, (pos, pos + n)
-            pos += n
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise WireError(f"unsupported wire type {wire}")
-        if pos > end:
-            raise WireError("field runs past its message")
+__all__ = ["WireError", "FetchResponseView", "parse_fetch_response", "encode_fetch_response"]
 
 
 class FetchPartitionView:
@@ -75,13 +34,13 @@ class FetchPartitionView:
         self.error_message = ""
         self.buf = buf
         self.records_start = self.records_end = 0
-        for field, value in _fields(buf, pos, end):
+        for field, value in fields(buf, pos, end):
             if field == 9 and isinstance(value, tuple):
                 self.records_start, self.records_end = value
             elif field == 3 and isinstance(value, tuple):
-                self.error_message = bytes(buf[value[0]:value[1]]).decode()
+                self.error_message = text(buf, value)
             elif isinstance(value, int) and field in _PARTITION_INTS:
-                setattr(self, _PARTITION_INTS[field], _signed(value))
+                setattr(self, _PARTITION_INTS[field], signed(value))
 
     @property
     def records(self) -> bytes:
@@ -104,9 +63,9 @@ class FetchTopicView:
     def __init__(self, buf: bytes, pos: int, end: int) -> None:
         self.name = ""
         self.partitions: list[FetchPartitionView] = []
-        for field, value in _fields(buf, pos, end):
+        for field, value in fields(buf, pos, end):
             if field == 1 and isinstance(value, tuple):
-                self.name = bytes(buf[value[0]:value[1]]).decode()
+                self.name = text(buf, value)
             elif field == 2 and isinstance(value, tuple):
                 self.partitions.append(FetchPartitionView(buf, *value))
 
@@ -117,18 +76,73 @@ class FetchResponseView:
     def __init__(self, buf: bytes) -> None:
         self.throttle_time_ms = self.error_code = self.correlation_id = 0
         self.topics: list[FetchTopicView] = []
-        for field, value in _fields(buf, 0, len(buf)):
+        for field, value in fields(buf, 0, len(buf)):
             if field == 3 and isinstance(value, tuple):
                 self.topics.append(FetchTopicView(buf, *value))
             elif isinstance(value, int):
                 if field == 1:
-                    self.throttle_time_ms = _signed(value)
+                    self.throttle_time_ms = signed(value)
                 elif field == 2:
-                    self.error_code = _signed(value)
+                    self.error_code = signed(value)
                 elif field == 4:
-                    self.correlation_id = _signed(value)
+                    self.correlation_id = signed(value)
 
 
 def parse_fetch_response(buf: bytes) -> FetchResponseView:
     """gRPC response deserializer for FetchStream/Fetch: a view over ``buf`` (no copy of the records)."""
     return FetchResponseView(buf)
+
+
+class FetchPartitionData(NamedTuple):
+    """One partition of a fetch response as the broker writes it (``FetchPartitionResponse``)."""
+
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    high_watermark: int = 0
+    last_stable_offset: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    leader_epoch: int = 0
+    records: bytes | memoryview = b""
+    fetch_offset: int = 0
+    next_offset: int = 0
+
+
+def _int_fields(tags_values: Sequence[tuple[int, int]]) -> bytes:
+    return b"".join(bytes((tag,)) + varint(v) for tag, v in tags_values if v)
+
+
+def encode_fetch_response(
+    *,
+    correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[FetchPartitionData]]],
+    throttle_time_ms: int = 0,
+    error_code: int = 0,
+) -> bytes:
+    """The serialised ``FetchResponse``, exactly as the generated serialiser writes it (proto3: zero
+    and empty fields left out, fields in number order), with each partition's records copied once,
+    into the result. The broker answers Fetch and FetchStream with these bytes: building the
+    generated message copied every record batch into it and again when serialising it."""
+    out: list[bytes | memoryview] = [_int_fields(((0x08, throttle_time_ms), (0x10, error_code)))]
+    for name, partitions in topics:
+        name_b = name.encode()
+        topic: list[bytes | memoryview] = [b"\x0a" + varint(len(name_b)) + name_b] if name_b else []
+        for p in partitions:
+            msg_b = p.error_message.encode()
+            head = _int_fields(((0x08, p.partition), (0x10, p.error_code)))
+            if msg_b:
+                head += b"\x1a" + varint(len(msg_b)) + msg_b
+            head += _int_fields(((0x20, p.high_watermark), (0x28, p.last_stable_offset), (0x30, p.log_start_offset),
+                                 (0x38, p.log_end_offset), (0x40, p.leader_epoch)))
+            n = len(p.records)
+            if n:
+                head += b"\x4a" + varint(n)
+            tail = _int_fields(((0x50, p.fetch_offset), (0x58, p.next_offset)))
+            topic += (b"\x12" + varint(len(head) + n + len(tail)), head)
+            if n:
+                topic.append(p.records)
+            topic.append(tail)
+        out += (b"\x1a" + varint(sum(len(x) for x in topic)), *topic)
+    out.append(_int_fields(((0x20, correlation_id),)))
+    return b"".join(out)

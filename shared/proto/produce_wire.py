@@ -1,4 +1,4 @@
-"""``ProduceRequest`` in protobuf wire format, written by hand so record batches are copied once.
+"""``ProduceRequest`` in protobuf wire format, written and read by hand so record batches are copied once.
 
 Building the request with the generated classes copies every batch into the
 message and again when serialising it (protobuf takes only ``bytes``). For a
@@ -15,24 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shared.proto.wire import WireError, fields, signed, text, varint
+
+__all__ = ["WireError", "varint", "encode_produce_request", "parse_produce_request"]
+
 # Field tags (field number << 3 | wire type): 0 varint, 2 length-delimited.
 _ACKS, _TIMEOUT, _TOPICS, _CLIENT_ID, _CORRELATION = b"\x08", b"\x10", b"\x1a", b"\x22", b"\x30"
 _TOPIC_NAME, _TOPIC_PARTITIONS = b"\x0a", b"\x12"
 _PARTITION, _RECORDS = b"\x08", b"\x12"
-
-
-def varint(n: int) -> bytes:
-    """Protobuf base-128 varint; a negative int32/int64 is written as its 64-bit two's complement."""
-    if n < 0:
-        n &= 0xFFFFFFFFFFFFFFFF
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 PartitionPayload = tuple[int, Sequence[bytes]]  # partition, the pieces of its record batches
@@ -72,3 +62,65 @@ def encode_produce_request(
     if correlation_id:
         out += (_CORRELATION, varint(correlation_id))
     return b"".join(out)
+
+
+class ProducePartitionView:
+    """A partition of a received produce request; ``records`` is a view into the request's bytes."""
+
+    __slots__ = ("partition", "records")
+
+    def __init__(self, partition: int, records: memoryview) -> None:
+        self.partition = partition
+        self.records = records
+
+
+class ProduceTopicView:
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, buf: memoryview, pos: int, end: int) -> None:
+        self.name = ""
+        self.partitions: list[ProducePartitionView] = []
+        for field, value in fields(buf, pos, end):
+            if field == 1 and isinstance(value, tuple):
+                self.name = text(buf, value)
+            elif field == 2 and isinstance(value, tuple):
+                partition, records = 0, buf[0:0]
+                for f, v in fields(buf, *value):
+                    if f == 1 and isinstance(v, int):
+                        partition = signed(v)
+                    elif f == 2 and isinstance(v, tuple):
+                        records = buf[v[0]:v[1]]
+                self.partitions.append(ProducePartitionView(partition, records))
+
+
+class ProduceRequestView:
+    """A ``ProduceRequest`` read in place: the same attributes as the generated message, and the
+    record batches left in the received bytes (the broker validates and writes them from there)."""
+
+    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id")
+
+    def __init__(self, data: bytes) -> None:
+        buf = memoryview(data)
+        self.acks = self.timeout_ms = self.correlation_id = 0
+        self.client_id = self.transactional_id = ""
+        self.topics: list[ProduceTopicView] = []
+        for field, value in fields(buf, 0, len(buf)):
+            if isinstance(value, tuple):
+                if field == 3:
+                    self.topics.append(ProduceTopicView(buf, *value))
+                elif field == 4:
+                    self.client_id = text(buf, value)
+                elif field == 5:
+                    self.transactional_id = text(buf, value)
+            elif field == 1:
+                self.acks = signed(value)
+            elif field == 2:
+                self.timeout_ms = signed(value)
+            elif field == 6:
+                self.correlation_id = signed(value)
+
+
+def parse_produce_request(data: bytes) -> ProduceRequestView:
+    """gRPC request deserializer for the broker's Produce and ProduceStream: no copy of the batches
+    (the generated parser copied each into the message, and reading ``records`` copied it again)."""
+    return ProduceRequestView(data)

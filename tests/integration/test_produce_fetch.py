@@ -185,6 +185,41 @@ def test_corrupt_and_oversized_batches_are_rejected_and_the_log_is_untouched(env
     assert produce_raw(stub, topic, 0, good).base_offset == 1  # and the partition still works
 
 
+def test_malformed_produce_requests_fail_the_call_and_leave_the_broker_serving(env) -> None:
+    """The broker reads produce requests by hand (shared.proto.produce_wire): bytes that are not a
+    ProduceRequest fail that call with INVALID_ARGUMENT, on the unary method and on the stream, and
+    nothing is written."""
+    cluster, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stub, leader = leader_stub(cluster, admin, topic)
+    channel = grpc.insecure_channel(brokers_by_id(cluster)[leader])
+    raw_unary = channel.unary_unary("/tidelog.v1.Broker/Produce")
+    raw_stream = channel.stream_stream("/tidelog.v1.Broker/ProduceStream")
+    good = pb.ProduceRequest(acks=1, timeout_ms=5000, topics=[pb.ProduceTopicData(name=topic, partitions=[
+        pb.ProducePartitionData(partition=0, records=encode_batch([(1, b"k", b"v", None)]))])]).SerializeToString()
+    garbage = [b"\xff" * 20, b"\x1a\x7f" + b"\x00" * 10, good[:-3], b"\x1a\x05\x0a\x03\xff\xfe\xfd",
+               b"\x0f\x01"]
+    for bad in garbage:
+        with pytest.raises(grpc.RpcError) as err:
+            raw_unary(bad, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
+        assert "malformed ProduceRequest" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            list(raw_stream(iter([good, bad, good]), timeout=10))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
+    # On each stream the good request ahead of the bad one was written and answered; the bad one
+    # ended the stream, so the good one behind it was not read.
+    written = fetch_raw(stub, topic, 0, 0).high_watermark
+    assert written == len(garbage)
+    assert all(r.value == b"v" for r in iter_records(fetch_raw(stub, topic, 0, 0).records))
+    resp = pb.ProduceResponse.FromString(raw_unary(good, timeout=10))
+    assert resp.topics[0].partitions[0].base_offset == written
+    resp = pb.ProduceResponse.FromString(list(raw_stream(iter([good]), timeout=10))[0])
+    assert resp.topics[0].partitions[0].base_offset == written + 1
+    channel.close()
+
+
 def test_list_offsets_earliest_latest_and_by_timestamp(env) -> None:
     _, bootstrap, admin = env
     topic = unique()

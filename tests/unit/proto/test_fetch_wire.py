@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.proto import tidelog_pb2 as pb
-from shared.proto.fetch_wire import WireError, parse_fetch_response
+from shared.proto.fetch_wire import FetchPartitionData, WireError, encode_fetch_response, parse_fetch_response
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
@@ -63,3 +63,22 @@ def test_a_truncated_response_is_a_wire_error() -> None:
     for cut in (5, len(raw) - 1):
         with pytest.raises(WireError):
             parse_fetch_response(raw[:cut])
+
+
+@settings(max_examples=300)
+@given(int32, int32, int64, st.lists(topic, max_size=3), st.booleans())
+def test_the_broker_writes_byte_for_byte_what_the_generated_serialiser_writes(throttle, error, correlation, topics,
+                                                                             as_views) -> None:
+    msg = pb.FetchResponse(throttle_time_ms=throttle, error_code=error, correlation_id=correlation)
+    ours_topics = []
+    for name, parts in topics:
+        t = msg.topics.add(name=name)
+        mine = []
+        for p in parts:
+            t.partitions.add(**p)
+            records = memoryview(b"__" + p["records"])[2:] if as_views else p["records"]
+            mine.append(FetchPartitionData(**{**p, "records": records}))
+        ours_topics.append((name, mine))
+    ours = encode_fetch_response(correlation_id=correlation, topics=ours_topics, throttle_time_ms=throttle,
+                                 error_code=error)
+    assert ours == msg.SerializeToString()
