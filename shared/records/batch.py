@@ -46,7 +46,7 @@ from crc32c import crc32c as _crc32c
 
 from shared.errors import CorruptRecordError
 from shared.records.compression import CompressionType, compress, decompress
-from shared.records.positions import RecordPositions, record_positions
+from shared.records.positions import RecordPositions, cut_keys_values, record_positions
 from shared.records.varint import MINUS_ONE, ZIGZAG, decode_zigzag, encode_zigzag, zz
 
 
@@ -627,13 +627,17 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
     found = record_positions(data, start, stop, header.records_count, header.base_offset, header.base_timestamp,
                              header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
     if found is not None:
-        cut = data.__getitem__
-        keys = list(map(cut, map(slice, found.key_start.tolist(), found.key_end.tolist())))
-        values = list(map(cut, map(slice, found.value_start.tolist(), found.value_end.tolist())))
-        if found.key_null is not None:
-            keys = [None if null else k for k, null in zip(keys, found.key_null.tolist())]
-        if found.value_null is not None:
-            values = [None if null else v for v, null in zip(values, found.value_null.tolist())]
+        cut_by_runs = cut_keys_values(data, found)
+        if cut_by_runs is not None:
+            keys, values = cut_by_runs
+        else:
+            cut = data.__getitem__
+            keys = list(map(cut, map(slice, found.key_start.tolist(), found.key_end.tolist())))
+            values = list(map(cut, map(slice, found.value_start.tolist(), found.value_end.tolist())))
+            if found.key_null is not None:
+                keys = [None if null else k for k, null in zip(keys, found.key_null.tolist())]
+            if found.value_null is not None:
+                values = [None if null else v for v, null in zip(values, found.value_null.tolist())]
         return list(map(make, found.offsets.tolist(), found.timestamps.tolist(), keys, values,
                         repeat(NO_HEADERS, len(keys))))
     if start or stop != len(data):

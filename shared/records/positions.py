@@ -15,7 +15,9 @@ the record-by-record decoder, which also reports what is wrong.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np  # OPENBLAS_NUM_THREADS is set in shared/__init__.py, before any numpy import
 
@@ -188,3 +190,40 @@ def record_positions(
         key_start=key_start, key_end=key_end, key_null=key_null if key_null.any() else None,
         value_start=value_start, value_end=value_end, value_null=value_null if value_null.any() else None,
     )
+
+
+#: Above one run per this many records, cutting with slices is cheaper than with struct.
+_RECORDS_PER_RUN = 8
+
+
+def cut_keys_values(data: bytes | memoryview, found: RecordPositions) -> tuple[list[bytes], list[bytes]] | None:
+    """Every record's key and value as ``bytes``, cut from ``data`` by ``struct``; None when the batch has
+    null keys or values, or its records vary too much in layout (the caller cuts slices instead).
+
+    Cutting a key and a value with slices costs two ``slice`` objects and two calls per record. But
+    consecutive records usually share one layout (key length, gap to the value, value length, gap to
+    the next key): then a whole run is one ``struct.iter_unpack`` over a format like
+    ``16s1x1024s9x``, and all the bytes objects of the batch are made in C.
+    """
+    if found.key_null is not None or found.value_null is not None:
+        return None
+    ks, ke, vs, ve = found.key_start, found.key_end, found.value_start, found.value_end
+    n = len(ks)
+    following = np.empty(n, np.int64)
+    following[:-1] = ks[1:]
+    following[-1] = ve[-1]
+    layout = np.stack((ke - ks, vs - ke, ve - vs, following - ve))
+    if (layout < 0).any():
+        return None
+    changes = np.flatnonzero((layout[:, 1:] != layout[:, :-1]).any(axis=0)) + 1
+    if len(changes) * _RECORDS_PER_RUN > n:
+        return None
+    firsts = [0, *changes.tolist()]
+    view = memoryview(data)
+    runs = []
+    for (klen, gap, vlen, tail), start, a, b in zip(layout[:, firsts].T.tolist(), ks[firsts].tolist(), firsts,
+                                                    [*firsts[1:], n], strict=True):
+        size = klen + gap + vlen + tail
+        runs.append(struct.iter_unpack(f"{klen}s{gap}x{vlen}s{tail}x", view[start:start + (b - a) * size]))
+    flat = list(chain.from_iterable(chain.from_iterable(runs)))
+    return flat[0::2], flat[1::2]

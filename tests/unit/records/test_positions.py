@@ -17,7 +17,7 @@ from shared.records.batch import (
     records_section,
 )
 from shared.records.batch import Record as R
-from shared.records.positions import MIN_VECTOR_RECORDS, record_positions
+from shared.records.positions import MIN_VECTOR_RECORDS, cut_keys_values, record_positions
 
 plain_record = st.tuples(
     st.integers(2**40, 2**40 + 1_000_000),  # deltas below 2**20 ms: three-byte varints at most
@@ -144,3 +144,32 @@ def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, wh
         assert found is None, "the fast path accepted a section the full decoder rejects"
         return
     assert decode_records(header, damaged) == slow
+
+
+key_runs = st.lists(st.tuples(st.integers(8, 90), st.integers(0, 400), st.binary(max_size=8)), min_size=1, max_size=4)
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(key_runs, st.integers(0, 2**40))
+def test_keys_and_values_cut_by_runs_of_one_layout_are_exact(spec, base_offset) -> None:
+    """Records sharing a layout are cut by one struct format per run; offset deltas of one and two
+    bytes and timestamp steps make new runs within equal payloads."""
+    records = _run_records(spec)
+    records += [(records[-1][0], b"k", b"tail", [])] * MIN_VECTOR_RECORDS
+    header, section, found = positions_of(encode_batch(records, base_offset=base_offset))
+    assert found is not None
+    cut = cut_keys_values(section, found)
+    assert cut is not None, "few layouts: cut by runs"
+    assert cut == ([k for _, k, _, _ in records], [v for _, _, v, _ in records])
+    expected = [R(base_offset + i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
+    assert decode_records(header, section) == expected == _decode_records(header, section, R)
+
+
+def test_nulls_and_many_layouts_are_cut_with_slices() -> None:
+    with_null = [(1, None, b"v", [])] + [(1, b"k", b"v", [])] * 30
+    header, section, found = positions_of(encode_batch(with_null))
+    assert found is not None and cut_keys_values(section, found) is None
+    varied = [(1, b"k", b"v" * (i % 7), []) for i in range(40)]  # a new layout at every record
+    header, section, found = positions_of(encode_batch(varied))
+    assert found is not None and cut_keys_values(section, found) is None
+    assert decode_records(header, section) == _decode_records(header, section, R)
