@@ -180,6 +180,7 @@ class InFlight:
     correlation_id: int
     batches: dict[TopicPartition, ProducerBatch]
     acks: int
+    sent_at: float = 0.0
 
 
 class ProduceConnection:
@@ -193,6 +194,7 @@ class ProduceConnection:
         self.inflight: deque[InFlight] = deque()
         self.slots = threading.Semaphore(producer.max_in_flight)
         self.broken = False
+        self.timed_out = False
         self.lock = threading.Lock()
         stub = producer.cluster.reachable_stub(address)
         if stub is None:
@@ -211,15 +213,30 @@ class ProduceConnection:
     def send(self, req: bytes, correlation_id: int, batches: dict[TopicPartition, ProducerBatch], acks: int) -> bool:
         """Queue a serialised ProduceRequest; False if the stream is broken."""
         while not self.slots.acquire(timeout=0.1):
+            self.check_timeout(time.monotonic())
             if self.broken:
                 return False
         with self.lock:
             if self.broken:
                 self.slots.release()
                 return False
-            self.inflight.append(InFlight(correlation_id, batches, acks))
+            self.inflight.append(InFlight(correlation_id, batches, acks, time.monotonic()))
         self.requests.put(req)
         return True
+
+    def check_timeout(self, now: float) -> None:
+        """Kafka's request.timeout.ms: when the oldest request has waited longer, drop the connection;
+        its requests fail as REQUEST_TIMED_OUT and their batches are retried (or expire)."""
+        with self.lock:
+            late = bool(self.inflight) and now - self.inflight[0].sent_at > self.producer.request_timeout_ms / 1000
+            if late and not self.broken and not self.timed_out:
+                self.timed_out = True
+            else:
+                late = False
+        if late:
+            log.warning("produce request to broker %s got no response within %s ms; reconnecting",
+                        self.broker_id, self.producer.request_timeout_ms)
+            self.cancel()
 
     def _read(self) -> None:
         try:
@@ -238,9 +255,12 @@ class ProduceConnection:
                 self.broken = True
                 pending = list(self.inflight)
                 self.inflight.clear()
+            error = (TidelogError(f"no response within {self.producer.request_timeout_ms} ms",
+                                  code=ErrorCode.REQUEST_TIMED_OUT) if self.timed_out
+                     else TidelogError("connection lost", code=ErrorCode.NETWORK_EXCEPTION))
             for entry in pending:
                 self.slots.release()
-                self.producer._on_failure(entry, TidelogError("connection lost", code=ErrorCode.NETWORK_EXCEPTION))
+                self.producer._on_failure(entry, error)
 
     def close(self) -> None:
         self.requests.put(None)
@@ -277,6 +297,9 @@ class Producer:
             raise ValueError("enable_idempotence=True requires acks='all' (as in Kafka)")
         if max_in_flight_requests_per_connection < 1:
             raise ValueError("max_in_flight_requests_per_connection must be at least 1")
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:  # Kafka's ConfigException
+            raise ValueError(f"delivery_timeout_ms ({delivery_timeout_ms}) should be equal to or larger than "
+                             f"linger_ms + request_timeout_ms ({linger_ms + request_timeout_ms})")
         tune_allocator()
         tune_switch_interval()
         tune_gc()
@@ -292,6 +315,8 @@ class Producer:
         # (the sender thread assigns sequences, reader threads give them back when a batch is refused).
         self._sequenced: dict[TopicPartition, list[ProducerBatch]] = {}
         self._seq_lock = threading.Lock()
+        # Set when a batch with a sequence number failed without knowing whether it was written.
+        self._reset_producer_id = False
         self.compression = CompressionType.parse(compression_type)
         self.batch_size = batch_size
         self.retries = retries
@@ -456,6 +481,14 @@ class Producer:
                 except TidelogError as exc:
                     log.debug("metadata refresh failed: %s", exc)
                     time.sleep(self.retry_backoff_s)
+            for conn in list(self._connections.values()):
+                conn.check_timeout(time.monotonic())
+            if self._reset_producer_id:
+                if any(self._inflight.values()):  # let every request in flight resolve first, as Kafka does
+                    acc.wakeup.wait(0.01)
+                    acc.wakeup.clear()
+                    continue
+                self._take_new_producer_id()
             if self.idempotent and self.producer_id < 0 and acc.has_unsent():
                 if not self._init_producer_id():
                     time.sleep(self.retry_backoff_s)
@@ -472,6 +505,26 @@ class Producer:
                 return
             acc.wakeup.wait(wait)
             acc.wakeup.clear()
+
+    def _take_new_producer_id(self) -> None:
+        """After a batch failed with an unknown outcome, its sequence numbers can neither be reused (it
+        may be written) nor skipped (it may not be, and the broker accepts only the next number): every
+        later batch of the partition would be refused. So, as Kafka's idempotent producer does, start
+        over with a new producer id, whose sequences begin at 0 on every partition; batches waiting
+        for a retry are numbered again. Dropping the old id also drops its duplicate detection, so a
+        retried batch whose earlier attempt was in fact written can appear twice."""
+        with self._seq_lock:
+            for batches in self._sequenced.values():
+                for b in batches:
+                    b.base_sequence = -1
+                    b.encoded = None
+            self._sequenced.clear()
+            self._next_sequence.clear()
+            self._acked_next_sequence.clear()
+            log.warning("idempotent producer %s: a batch failed with an unknown outcome; taking a new producer id",
+                        self.producer_id)
+            self.producer_id = -1
+            self._reset_producer_id = False
 
     def _init_producer_id(self) -> bool:
         """Get a producer id for idempotent sends (any broker allocates one)."""
@@ -544,7 +597,11 @@ class Producer:
         if expired:
             error = KafkaTimeoutError(f"{batch.tp}: batch expired after {self.delivery_timeout_s}s ({error})")
         written_maybe = error.retriable or error.code == ErrorCode.UNKNOWN_SERVER_ERROR
-        self._sequence_done(batch, refused=refused and not expired and not written_maybe)
+        unwritten = refused and not expired and not written_maybe
+        if self.idempotent and batch.base_sequence >= 0 and not unwritten:
+            self._reset_producer_id = True
+            self.accumulator.wakeup.set()
+        self._sequence_done(batch, refused=unwritten)
         batch.result.complete(-1, -1, error)
         self.accumulator.done(batch)
 

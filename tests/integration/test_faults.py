@@ -12,8 +12,8 @@ import time
 import grpc
 import pytest
 
-from shared.client import Admin, Producer
-from shared.errors import ErrorCode
+from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.batch import encode_batch
@@ -141,6 +141,52 @@ def test_a_paused_leader_accepts_no_acks_all_write_when_it_resumes(replicated) -
     for b, lg in logs.items():
         assert not [v for _, v in lg if v.startswith(b"zombie")], f"broker {b} kept an unacknowledged write"
         assert lg == logs[1]
+
+
+def test_a_batch_lost_to_a_paused_leader_does_not_block_the_idempotent_producer(replicated) -> None:
+    """A batch sent to a leader that is then paused fails with an unknown outcome (request.timeout.ms,
+    then delivery.timeout.ms). Its sequence number may or may not be written, so the producer takes a
+    new producer id; without that, every later batch of the partition was refused as out of order."""
+    c, bootstrap, admin = replicated
+    topic = "lost-batch"
+    admin.create_topic(topic, partitions=1, replication_factor=3, configs={"min.insync.replicas": 2})
+    wait_for(lambda: full_isr(admin, topic), 20, what="full ISR")
+    # Both timeouts end before the paused broker's lease (3 s, renewed every second) can expire, so
+    # the lost batch fails before a new leader could take it.
+    producer = Producer(bootstrap, acks="all", enable_idempotence=True, linger_ms=0, request_timeout_ms=800,
+                        delivery_timeout_ms=1200, retry_backoff_ms=100)
+    acked = [producer.send(topic, f"before-{i}".encode()).get(10) for i in range(5)]
+    first_id = producer.producer_id
+    old_leader = admin.describe_topic(topic)["partitions"][0]["leader"]
+    victim = c.proc("broker", old_leader)
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        lost = producer.send(topic, b"lost")
+        with pytest.raises(TidelogError) as err:
+            lost.get(20)
+        assert err.value.code == ErrorCode.REQUEST_TIMED_OUT, err.value
+        wait_for(lambda: admin.describe_topic(topic)["partitions"][0]["leader"] not in (old_leader, -1),
+                 TEST_SESSION_TIMEOUT_MS / 1000 + 10, what="a new leader")
+        after = [producer.send(topic, f"after-{i}".encode()) for i in range(5)]
+        acked += [f.get(30) for f in after]
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    assert producer.producer_id not in (first_id, -1)
+    producer.close()
+    wait_for(lambda: full_isr(admin, topic), 60, what="full ISR after resume")
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest")
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        end = consumer.end_offsets([tp])[tp]
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            values += [r.value for r in consumer.poll(500)]
+    finally:
+        consumer.close()
+    assert [v for v in values if v != b"lost"] == [f"{w}-{i}".encode() for w in ("before", "after") for i in range(5)]
+    assert [md.offset for md in acked] == sorted(md.offset for md in acked)
 
 
 def test_controlled_shutdown_moves_leadership_and_rolling_restart_keeps_partitions_available(replicated) -> None:
