@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -72,11 +73,32 @@ def write_ready_file(path: str, info: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def watch_lifeline(loop: asyncio.AbstractEventLoop, fd: int, on_close: Callable[[], None]) -> None:
+    """Call ``on_close`` once the pipe ``fd`` reads end of file: the launcher that started this
+    process (and alone holds the write end) has exited, however it died."""
+
+    def readable() -> None:
+        # Only end of file makes the pipe readable (nothing is ever written to it), so this read does
+        # not block. The descriptor is shared with the other children: it stays blocking for them.
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            log.warning("launcher gone (lifeline closed); stopping")
+            on_close()
+
+    loop.add_reader(fd, readable)
+
+
 async def serve(service: Service[Any]) -> None:
     settings = service.settings
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.stopping.set)
+    if settings.lifeline_fd is not None:
+        watch_lifeline(loop, settings.lifeline_fd, service.stopping.set)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -46,6 +46,8 @@ class ServiceSettings(BaseSettings):
     session_timeout_ms: int = Field(6000, ge=1000, le=600_000, description="etcd lease TTL for registration")
     log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="log level")
     ready_file: str | None = Field(None, description="write {address, pid} here as JSON once serving")
+    lifeline_fd: int | None = Field(None, ge=0, description="stop when this pipe reaches end of file "
+                                                               "(the launcher holds its other end)")
 
     @field_validator("etcd")
     @classmethod

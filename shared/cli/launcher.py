@@ -129,12 +129,21 @@ class LocalCluster:
         self.procs: list[Proc] = []
         self.etcd_endpoint = ""
         self.startup_s = 0.0
+        # Unless detached, the children hold the read end of a pipe whose write end only this process
+        # has: when it dies, even by SIGKILL, they read end-of-file and stop (services gracefully; etcd
+        # by a small watcher), instead of running on as orphans.
+        self._lifeline: tuple[int, int] | None = None if detach else os.pipe()
+        self._etcd_watcher: subprocess.Popen[bytes] | None = None
 
     # -- starting ---------------------------------------------------------------------
 
     def _spawn(self, role: str, ident: str, argv: list[str]) -> Proc:
         log_path = os.path.join(self.log_dir, f"{role}-{ident}.log")
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.extra_env}
+        pass_fds: tuple[int, ...] = ()
+        if self._lifeline is not None and role != "etcd":
+            pass_fds = (self._lifeline[0],)
+            argv = [*argv, "--lifeline-fd", str(self._lifeline[0])]
         with open(log_path, "ab") as logf:
             # No preexec_fn: it forces fork() and runs Python in the child, which aborts inside
             # gRPC core when the parent has live gRPC threads (a test restarting a broker). Without
@@ -147,6 +156,7 @@ class LocalCluster:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         proc = Proc(role, ident, popen, popen.pid, log_path, argv=list(argv))
         self.procs.append(proc)
@@ -169,6 +179,12 @@ class LocalCluster:
         ]
         proc = self._spawn("etcd", "etcd", argv)
         proc.address = self.etcd_endpoint
+        if self._lifeline is not None:  # etcd cannot watch a pipe: a shell does it for etcd
+            self._etcd_watcher = subprocess.Popen(  # the pipe is its stdin: `read` returns at end of file
+                ["sh", "-c", 'read _; sleep 2; kill -TERM "$0" 2>/dev/null', str(proc.pid)],
+                stdin=self._lifeline[0], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return proc
 
     def _wait_etcd(self, proc: Proc, timeout: float) -> None:
@@ -269,6 +285,14 @@ class LocalCluster:
             if p.popen is not None:
                 with contextlib.suppress(Exception):
                     p.popen.wait(timeout=0.1)
+        if self._etcd_watcher is not None:  # only now: if this process dies mid-stop, it still acts
+            self._etcd_watcher.kill()
+            self._etcd_watcher.wait()
+            self._etcd_watcher = None
+        if self._lifeline is not None:
+            for fd in self._lifeline:
+                os.close(fd)
+            self._lifeline = None
 
 
 def stop_processes(processes: list[dict[str, Any]], timeout: float = 15.0) -> None:

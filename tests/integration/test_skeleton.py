@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,6 +131,36 @@ def test_sigterm_stops_a_broker_cleanly_and_deregisters_at_once(make_cluster) ->
     # Revoked lease: gone well before the session timeout would have expired it.
     wait_for(lambda: [b["id"] for b in c.cluster_view()["brokers"]] == [2], 2, what="broker 1 to deregister")
     assert '"msg":"stopped"' in open(victim.log_path).read()
+
+
+def test_killing_a_foreground_launcher_stops_everything_it_started(tmp_path) -> None:
+    """`tidelog up` killed with SIGKILL cannot stop its children; they stop themselves when the pipe
+    it alone held closes (services gracefully, etcd through its watcher)."""
+    data = str(tmp_path / "fg")
+    launcher = subprocess.Popen([sys.executable, "-m", "shared.cli.main", "up", "--data-dir", data, "--brokers", "1",
+                                 "--controllers", "1", "--cleaners", "0", "--coordinators", "0", "--quotas", "0",
+                                 "--session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS)],
+                                cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        cluster_file = os.path.join(data, "cluster.json")
+        wait_for(lambda: os.path.exists(cluster_file), 60, what="the cluster to come up")
+        with open(cluster_file) as f:
+            procs = json.load(f)["processes"]
+        pids = [p["pid"] for p in procs]
+        assert {p["role"] for p in procs} == {"etcd", "controller", "broker"}
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(10)
+        wait_for(lambda: not any(pid_alive(pid) for pid in pids), 30, what="every child to stop")
+        services = [p for p in procs if p["role"] != "etcd"]
+        for p in services:  # a graceful stop, not a kill
+            log_text = open(os.path.join(data, "logs", f"{p['role']}-{p['id']}.log")).read()
+            assert "lifeline closed" in log_text and '"msg":"stopped"' in log_text
+    finally:
+        launcher.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _run_service(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
