@@ -89,6 +89,10 @@ def watch_lifeline(loop: asyncio.AbstractEventLoop, fd: int, on_close: Callable[
             log.warning("launcher gone (lifeline closed); stopping")
             on_close()
 
+    try:
+        os.fstat(fd)
+    except OSError as exc:
+        raise SystemExit(f"--lifeline-fd {fd}: not an open file descriptor ({exc.strerror})") from None
     loop.add_reader(fd, readable)
 
 

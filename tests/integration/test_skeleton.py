@@ -181,6 +181,8 @@ def test_bad_flags_and_environment_are_rejected_clearly() -> None:
     assert r.returncode == 2 and "unrecognized arguments" in r.stderr
     r = _run_service(["services.coordinator"], {"TIDELOG_LOG_LEVEL": "LOUD"})
     assert r.returncode == 2 and "TIDELOG_LOG_LEVEL" in r.stderr
+    r = _run_service(["services.broker", "--lifeline-fd", "987"])
+    assert r.returncode == 1 and "--lifeline-fd 987: not an open file descriptor" in r.stderr
     r = _run_service(["shared.cli.main", "up", "--brokers", "0"])
     assert r.returncode == 2 and "--brokers" in r.stderr
 
