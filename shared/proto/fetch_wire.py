@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from shared.proto.wire import WireError, fields, signed, text, varint
+from shared.proto.wire import WireError, fields, named_list, signed, text, varint
 
 __all__ = ["WireError", "FetchResponseView", "parse_fetch_response", "encode_fetch_response"]
 
@@ -61,13 +61,7 @@ class FetchTopicView:
     __slots__ = ("name", "partitions")
 
     def __init__(self, buf: bytes, pos: int, end: int) -> None:
-        self.name = ""
-        self.partitions: list[FetchPartitionView] = []
-        for field, value in fields(buf, pos, end):
-            if field == 1 and isinstance(value, tuple):
-                self.name = text(buf, value)
-            elif field == 2 and isinstance(value, tuple):
-                self.partitions.append(FetchPartitionView(buf, *value))
+        self.name, self.partitions = named_list(buf, pos, end, lambda a, b: FetchPartitionView(buf, a, b))
 
 
 class FetchResponseView:

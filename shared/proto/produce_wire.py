@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.proto.wire import WireError, fields, signed, text, varint
+from shared.proto.wire import WireError, fields, named_list, signed, text, varint
 
 __all__ = ["WireError", "varint", "encode_produce_request", "parse_produce_request"]
 
@@ -69,28 +69,21 @@ class ProducePartitionView:
 
     __slots__ = ("partition", "records")
 
-    def __init__(self, partition: int, records: memoryview) -> None:
-        self.partition = partition
-        self.records = records
+    def __init__(self, buf: memoryview, pos: int, end: int) -> None:
+        self.partition = 0
+        self.records = buf[0:0]
+        for field, value in fields(buf, pos, end):
+            if field == 1 and isinstance(value, int):
+                self.partition = signed(value)
+            elif field == 2 and isinstance(value, tuple):
+                self.records = buf[value[0]:value[1]]
 
 
 class ProduceTopicView:
     __slots__ = ("name", "partitions")
 
     def __init__(self, buf: memoryview, pos: int, end: int) -> None:
-        self.name = ""
-        self.partitions: list[ProducePartitionView] = []
-        for field, value in fields(buf, pos, end):
-            if field == 1 and isinstance(value, tuple):
-                self.name = text(buf, value)
-            elif field == 2 and isinstance(value, tuple):
-                partition, records = 0, buf[0:0]
-                for f, v in fields(buf, *value):
-                    if f == 1 and isinstance(v, int):
-                        partition = signed(v)
-                    elif f == 2 and isinstance(v, tuple):
-                        records = buf[v[0]:v[1]]
-                self.partitions.append(ProducePartitionView(partition, records))
+        self.name, self.partitions = named_list(buf, pos, end, lambda a, b: ProducePartitionView(buf, a, b))
 
 
 class ProduceRequestView:

@@ -9,7 +9,10 @@ sign handling, and a field walker. Field numbers and types come from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class WireError(ValueError):
@@ -82,3 +85,18 @@ def text(buf: bytes | memoryview, span: tuple[int, int]) -> str:
         return bytes(buf[span[0]:span[1]]).decode()
     except UnicodeDecodeError as exc:
         raise WireError(f"string field is not UTF-8: {exc}") from exc
+
+
+def named_list(buf: bytes | memoryview, pos: int, end: int,
+               item: Callable[[int, int], T]) -> tuple[str, list[T]]:
+    """A message of ``string name = 1; repeated Item items = 2`` (the topic level of produce requests
+    and fetch responses): the name, and ``item(start, end)`` for each item."""
+    name = ""
+    items: list[T] = []
+    for field, value in fields(buf, pos, end):
+        if isinstance(value, tuple):
+            if field == 1:
+                name = text(buf, value)
+            elif field == 2:
+                items.append(item(*value))
+    return name, items
