@@ -64,14 +64,21 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
 @click.option("--partitions", type=click.IntRange(1), default=1, show_default=True, help="when creating the topic")
 @click.option("--replication-factor", type=click.IntRange(1), default=1, show_default=True, help="when creating the topic")
 @click.option("--latency-sample", type=click.IntRange(1), default=50, show_default=True, help="measure every Nth record")
+@click.option("--warmup-records", type=click.IntRange(0), default=0, show_default=True,
+              help="the first N records are also reported apart: the rest is the steady state (as Kafka's perf tool)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
-                  latency_sample: int, as_json: bool, progress: bool, bootstrap: str | None, rest: str | None,
-                  data_dir: str) -> None:
-    """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible."""
+                  latency_sample: int, warmup_records: int, as_json: bool, progress: bool, bootstrap: str | None,
+                  rest: str | None, data_dir: str) -> None:
+    """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
+
+    With --warmup-records N, a second line gives the steady state: throughput from the N+1th send to the
+    end, and the latencies of the records after the first N."""
+    if warmup_records >= records:
+        raise click.BadParameter(f"must be below --records ({records})", param_hint="--warmup-records")
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     _ensure_topic(servers, topic, partitions, replication_factor, batch_size)
     values = [os.urandom(record_size) for _ in range(256)]
@@ -79,25 +86,31 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
     producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
                         compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20))
     latencies: list[float] = []
+    steady: list[float] = []  # latencies of the records after the warm-up
     errors: list[BaseException] = []
 
-    def sampler(start: float) -> Any:
+    def sampler(start: float, into: list[float]) -> Any:
         def done(_md: Any) -> None:
-            latencies.append((time.perf_counter() - start) * 1000)
+            into.append((time.perf_counter() - start) * 1000)
         return done
 
     bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
     send = producer.send
     t0 = time.perf_counter()
+    t_steady = t0
     try:
         for i in range(records):
+            if i == warmup_records:
+                t_steady = time.perf_counter()
             key = keys[i & 65535]
             if throughput > 0:
                 ahead = i / throughput - (time.perf_counter() - t0)
                 if ahead > 0:
                     time.sleep(ahead)
             if i % latency_sample == 0:
-                send(topic, values[i & 255], key=key).add_callback(sampler(time.perf_counter())).add_errback(errors.append)
+                t = time.perf_counter()
+                into = steady if warmup_records and i >= warmup_records else latencies
+                send(topic, values[i & 255], key=key).add_callback(sampler(t, into)).add_errback(errors.append)
             else:
                 send(topic, values[i & 255], key=key)
             if i % 20_000 == 0:
@@ -109,10 +122,18 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
         producer.close()
     if errors:
         raise click.ClickException(f"{len(errors)} sampled sends failed, first: {errors[0]}")
-    res = {"records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
-           "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latency_ms": percentiles(latencies),
-           "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression}
+    res: dict[str, Any] = {
+        "records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
+        "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latency_ms": percentiles(latencies + steady),
+        "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression}
+    if warmup_records:
+        n, secs = records - warmup_records, elapsed - (t_steady - t0)
+        res["steady_state"] = {"records": n, "seconds": secs, "records_per_s": n / secs,
+                               "mb_per_s": n * (record_size + key_size) / secs / 1e6,
+                               "latency_ms": percentiles(steady)}
     _report("sent", res, as_json)
+    if warmup_records and not as_json:
+        _report("sent in steady state", res["steady_state"], False)
 
 
 @click.command("consume")

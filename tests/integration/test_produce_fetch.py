@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -373,6 +374,40 @@ def test_cli_topics_produce_consume(env) -> None:
     assert bad.returncode == 2 and "key=value" in bad.stderr
     r = run(["topics", "delete", topic])
     assert r.returncode == 0 and topic not in run(["topics", "list"]).stdout
+
+
+def test_bench_commands_report_what_they_moved(env) -> None:
+    """`tidelog bench produce|consume` on a small topic: the JSON reports the records, rates and latency
+    percentiles, the steady state after --warmup-records, and the consumer reads back what was sent."""
+    cluster, bootstrap, admin = env
+    topic = unique("bench")
+    base = [sys.executable, "-m", "shared.cli.main", "bench"]
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(base + args + ["--bootstrap-server", bootstrap, "--no-progress"],
+                              capture_output=True, text=True, timeout=120, cwd=REPO)
+
+    r = run(["produce", "--topic", topic, "--records", "3000", "--record-size", "100", "--partitions", "2",
+             "--latency-sample", "10", "--warmup-records", "1000", "--json"])
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["records"] == 3000 and res["records_per_s"] > 0 and res["mb_per_s"] > 0
+    lat = res["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    steady = res["steady_state"]
+    assert steady["records"] == 2000 and 0 < steady["seconds"] <= res["seconds"]
+    assert 0 < steady["latency_ms"]["p50"] <= steady["latency_ms"]["max"]
+    assert len(admin.describe_topic(topic)["partitions"]) == 2
+    r = run(["consume", "--topic", topic, "--records", "3000", "--json"])
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["records"] == 3000 and res["mb_per_s"] * res["seconds"] * 1e6 == pytest.approx(3000 * 116)
+    r = run(["produce", "--topic", topic, "--records", "10"])  # the text report
+    assert r.returncode == 0 and "10 records sent" in r.stdout and "99th" in r.stdout
+    bad = run(["produce", "--topic", topic, "--records", "10", "--warmup-records", "10"])
+    assert bad.returncode == 2 and "--warmup-records" in bad.stderr
+    bad = run(["consume", "--topic", topic, "--records", "0"])
+    assert bad.returncode == 2 and "--records" in bad.stderr
 
 
 def test_fetch_stream_incremental_requests_continue_where_the_last_response_ended(env) -> None:
