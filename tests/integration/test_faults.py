@@ -167,6 +167,9 @@ def test_a_batch_lost_to_a_paused_leader_does_not_block_the_idempotent_producer(
         assert err.value.code == ErrorCode.REQUEST_TIMED_OUT, err.value
         wait_for(lambda: admin.describe_topic(topic)["partitions"][0]["leader"] not in (old_leader, -1),
                  TEST_SESSION_TIMEOUT_MS / 1000 + 10, what="a new leader")
+        # From here on sends get a usual delivery timeout: the producer may still send the next batch to
+        # the paused broker once (its metadata is stale until that request times out), then it retries.
+        producer.delivery_timeout_s = 30
         after = [producer.send(topic, f"after-{i}".encode()) for i in range(5)]
         acked += [f.get(30) for f in after]
     finally:
