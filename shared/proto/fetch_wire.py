@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from shared.proto.wire import WireError, fields, named_list, signed, text, varint
+from shared.proto.wire import WireError, fields, int_fields, named_list, signed, text, text_field, varint
 
 __all__ = ["WireError", "FetchResponseView", "parse_fetch_response", "encode_fetch_response"]
 
@@ -103,10 +103,6 @@ class FetchPartitionData(NamedTuple):
     next_offset: int = 0
 
 
-def _int_fields(tags_values: Sequence[tuple[int, int]]) -> bytes:
-    return b"".join(bytes((tag,)) + varint(v) for tag, v in tags_values if v)
-
-
 def encode_fetch_response(
     *,
     correlation_id: int,
@@ -118,25 +114,21 @@ def encode_fetch_response(
     and empty fields left out, fields in number order), with each partition's records copied once,
     into the result. The broker answers Fetch and FetchStream with these bytes: building the
     generated message copied every record batch into it and again when serialising it."""
-    out: list[bytes | memoryview] = [_int_fields(((0x08, throttle_time_ms), (0x10, error_code)))]
+    out: list[bytes | memoryview] = [int_fields(((0x08, throttle_time_ms), (0x10, error_code)))]
     for name, partitions in topics:
-        name_b = name.encode()
-        topic: list[bytes | memoryview] = [b"\x0a" + varint(len(name_b)) + name_b] if name_b else []
+        topic: list[bytes | memoryview] = [text_field(0x0A, name)]
         for p in partitions:
-            msg_b = p.error_message.encode()
-            head = _int_fields(((0x08, p.partition), (0x10, p.error_code)))
-            if msg_b:
-                head += b"\x1a" + varint(len(msg_b)) + msg_b
-            head += _int_fields(((0x20, p.high_watermark), (0x28, p.last_stable_offset), (0x30, p.log_start_offset),
+            head = int_fields(((0x08, p.partition), (0x10, p.error_code))) + text_field(0x1A, p.error_message)
+            head += int_fields(((0x20, p.high_watermark), (0x28, p.last_stable_offset), (0x30, p.log_start_offset),
                                  (0x38, p.log_end_offset), (0x40, p.leader_epoch)))
             n = len(p.records)
             if n:
                 head += b"\x4a" + varint(n)
-            tail = _int_fields(((0x50, p.fetch_offset), (0x58, p.next_offset)))
+            tail = int_fields(((0x50, p.fetch_offset), (0x58, p.next_offset)))
             topic += (b"\x12" + varint(len(head) + n + len(tail)), head)
             if n:
                 topic.append(p.records)
             topic.append(tail)
         out += (b"\x1a" + varint(sum(len(x) for x in topic)), *topic)
-    out.append(_int_fields(((0x20, correlation_id),)))
+    out.append(int_fields(((0x20, correlation_id),)))
     return b"".join(out)

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.proto.wire import WireError, fields, named_list, signed, text, varint
+from shared.proto.wire import WireError, fields, int_fields, named_list, signed, text, text_field, varint
 
 __all__ = ["WireError", "varint", "encode_produce_request", "parse_produce_request"]
 
 # Field tags (field number << 3 | wire type): 0 varint, 2 length-delimited.
-_ACKS, _TIMEOUT, _TOPICS, _CLIENT_ID, _CORRELATION = b"\x08", b"\x10", b"\x1a", b"\x22", b"\x30"
-_TOPIC_NAME, _TOPIC_PARTITIONS = b"\x0a", b"\x12"
-_PARTITION, _RECORDS = b"\x08", b"\x12"
+_TOPICS, _TOPIC_PARTITIONS, _RECORDS = b"\x1a", b"\x12", b"\x12"
 
 
 PartitionPayload = tuple[int, Sequence[bytes]]  # partition, the pieces of its record batches
@@ -37,30 +35,18 @@ def encode_produce_request(
     topics: Sequence[tuple[str, Sequence[PartitionPayload]]],
 ) -> bytes:
     """The serialised ``ProduceRequest`` (proto3: zero and empty fields are left out)."""
-    out: list[bytes] = []
-    if acks:
-        out += (_ACKS, varint(acks))
-    if timeout_ms:
-        out += (_TIMEOUT, varint(timeout_ms))
+    out: list[bytes] = [int_fields(((0x08, acks), (0x10, timeout_ms)))]
     for name, partitions in topics:
-        name_b = name.encode()
-        topic: list[bytes] = []
-        if name_b:
-            topic += (_TOPIC_NAME, varint(len(name_b)), name_b)
+        topic: list[bytes] = [text_field(0x0A, name)]
         for partition, pieces in partitions:
             size = sum(len(p) for p in pieces)
-            head = (_PARTITION + varint(partition) if partition else b"") + (
-                _RECORDS + varint(size) if size else b"")
+            head = int_fields(((0x08, partition),)) + (_RECORDS + varint(size) if size else b"")
             topic += (_TOPIC_PARTITIONS, varint(len(head) + size), head)
             if size:
                 topic += pieces
         out += (_TOPICS, varint(sum(len(p) for p in topic)))
         out += topic
-    if client_id:
-        cid = client_id.encode()
-        out += (_CLIENT_ID, varint(len(cid)), cid)
-    if correlation_id:
-        out += (_CORRELATION, varint(correlation_id))
+    out += (text_field(0x22, client_id), int_fields(((0x30, correlation_id),)))
     return b"".join(out)
 
 

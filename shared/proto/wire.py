@@ -9,7 +9,7 @@ sign handling, and a field walker. Field numbers and types come from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -31,6 +31,17 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def int_fields(tags_values: Sequence[tuple[int, int]]) -> bytes:
+    """Varint fields as proto3 writes them: ``(tag byte, value)`` pairs, zeros left out."""
+    return b"".join(bytes((tag,)) + varint(v) for tag, v in tags_values if v)
+
+
+def text_field(tag: int, value: str) -> bytes:
+    """A string field as proto3 writes it (nothing when empty)."""
+    data = value.encode()
+    return bytes((tag,)) + varint(len(data)) + data if data else b""
 
 
 def read_varint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
