@@ -31,7 +31,9 @@ from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_o
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
 from shared.errors import OffsetOutOfRangeError
-from shared.records.batch import HEADER_SIZE, Columns, decode_columns, records_section
+from shared.records.columns import Columns, decode_columns
+from shared.records.decoder import records_section
+from shared.records.header import HEADER_SIZE
 from shared.records.positions import RecordPositions
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition

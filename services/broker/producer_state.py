@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from shared.errors import ErrorCode, TidelogError
-from shared.records.batch import BatchHeader
+from shared.records.header import BatchHeader
 
 MAX_CACHED_BATCHES = 5
 INT_MAX = 2**31 - 1

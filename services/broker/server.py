@@ -23,7 +23,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
 from shared.proto.produce_wire import ProduceRequestView, WireError, parse_produce_request
-from shared.records.batch import next_offset_after
+from shared.records.header import next_offset_after
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -12,24 +12,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import struct
 from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from shared.errors import CorruptRecordError
-from shared.records.batch import (
-    CRC_START,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    BatchHeader,
-    crc32c,
-    decode_records,
-    records_section,
-)
-
-_HEAD12 = struct.Struct(">qi")
+from shared.records.decoder import decode_records, records_section
+from shared.records.header import CRC_START, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, crc32c
 
 
 def _show(data: bytes | None) -> tuple[str | None, str | None]:

@@ -29,7 +29,9 @@ from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchResponseView
-from shared.records.batch import HEADER_SIZE, BatchHeader, Record, decode_records, iter_batches, records_section
+from shared.records.decoder import decode_records, records_section
+from shared.records.header import HEADER_SIZE, BatchHeader, iter_batches
+from shared.records.record import Record
 from shared.runtime import tune_allocator, tune_gc, tune_switch_interval
 from shared.types import TopicPartition
 

@@ -27,16 +27,16 @@ from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhas
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.produce_wire import encode_produce_request
-from shared.records.batch import Header, build_batch_pieces, encode_headers
+from shared.records.builder import BatchBuilder, headers_size_estimate
 from shared.records.compression import CompressionType
-from shared.records.varint import MINUS_ONE, ZIGZAG, encode_zigzag
+from shared.records.header import HEADER_SIZE
+from shared.records.record import Header
 from shared.runtime import tune_allocator, tune_gc, tune_switch_interval
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 _time = time.time
-_ZERO = ZIGZAG[0]
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 
 
@@ -44,16 +44,12 @@ _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 class ProducerBatch:
     tp: TopicPartition
     created: float
-    # The records section, encoded as records are appended (as Kafka's MemoryRecordsBuilder does):
-    # the pieces of each record, joined once when the batch is first sent. Encoding in send() keeps
-    # every record's work on the thread that has its objects in cache, and leaves no per-record
-    # object for the cyclic GC to track while the batch waits for its acknowledgement.
-    parts: list[bytes] | None = field(default_factory=list)
-    body: bytes | None = None  # the joined records section (then parts is None)
-    count: int = 0
-    base_ts: int = 0
-    max_ts: int = 0
-    size: int = 61
+    # The records section, encoded by the builder as records are appended (as Kafka's MemoryRecordsBuilder
+    # does): the pieces of each record, joined once when the batch closes. Encoding in send() keeps every
+    # record's work on the thread that has its objects in cache, and leaves no per-record object for the
+    # cyclic GC to track while the batch waits for its acknowledgement.
+    records: BatchBuilder = field(default_factory=BatchBuilder)
+    size: int = HEADER_SIZE
     attempts: int = 0
     base_sequence: int = -1
     result: ProduceRequestResult = field(init=False)
@@ -62,6 +58,10 @@ class ProducerBatch:
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
+
+    @property
+    def count(self) -> int:
+        return self.records.count
 
     def close(self) -> None:
         """Take no more records and join the records section. Called by ``send()`` with the
@@ -72,19 +72,17 @@ class ProducerBatch:
         sender thread on another CPU, the same work cost several times more (cache misses and
         reference counts bouncing between CPUs)."""
         self.sealed = True
-        if self.body is None:
-            assert self.parts is not None
-            self.body = b"".join(self.parts)
-            self.parts = None
+        self.records.close()
 
-    def encode(self, compression: CompressionType, **kwargs: int) -> tuple[bytes, bytes]:
-        """The batch as header and records section (header fields in ``kwargs``); the records are
-        joined only once, and a re-sequenced batch gets only a new header."""
-        if self.body is None:
-            self.close()
-        assert self.body is not None
-        return build_batch_pieces(self.body, self.count, self.base_ts, self.max_ts, compression=compression,
-                                  **kwargs)
+    def encode(self, compression: CompressionType, *, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, transactional: bool = False) -> tuple[bytes, bytes]:
+        """The batch as header and records section; the records are joined only once, and a
+        re-sequenced batch gets only a new header."""
+        b = self.records
+        b.compression = compression
+        b.producer_id, b.producer_epoch, b.base_sequence = producer_id, producer_epoch, base_sequence
+        b.transactional = transactional
+        return b.build_pieces()
 
 
 class RecordAccumulator:
@@ -162,7 +160,7 @@ class RecordAccumulator:
             self.incomplete.discard(batch.result)
             if self.open.get(batch.tp) is batch:
                 del self.open[batch.tp]
-            self.buffered -= batch.size - 61
+            self.buffered -= batch.size - HEADER_SIZE
         with self.space:
             self.space.notify_all()
 
@@ -369,52 +367,28 @@ class Producer:
         tp = tps[partition]
         if timestamp is None:
             timestamp = int(_time() * 1000)
-        # The record's parts that do not depend on its batch (see batch.encode_record_columns).
-        table = ZIGZAG
-        null_key = key is None
-        if null_key:
-            kb, key, klen = MINUS_ONE, b"", 0
-        else:
-            klen = len(key)
-            kb = table[klen] if klen < 65536 else encode_zigzag(klen)
-        if value is None:
-            vb, value, vlen = MINUS_ONE, b"", 0
-        else:
-            vlen = len(value)
-            vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
-        hb = encode_headers(headers) if headers else _ZERO
-        size = 21 + klen + vlen + len(hb)  # an upper bound of the record's size, as Kafka estimates
+        size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:  # an upper bound of the record's size, as Kafka estimates
+            size += headers_size_estimate(headers)
         acc = self.accumulator
         if acc.buffered > acc.buffer_memory:
             acc.wait_for_space(self.max_block_s)
         # The accumulator's append, inline: this runs once per record.
         with acc.lock:
             batch = acc.open.get(tp)
-            new = batch is None or batch.sealed or (batch.size + size > acc.batch_size and batch.count > 0)
+            new = (batch is None or batch.sealed
+                   or (batch.size + size > acc.batch_size and batch.size > HEADER_SIZE))
             if new:
                 if batch is not None and not batch.sealed:
                     batch.close()  # full: join it here, where its records are still in this CPU's cache
                 batch = acc.new_batch(tp)
-            i = batch.count
-            if i == 0:
-                batch.base_ts = batch.max_ts = timestamp
-                tdb = _ZERO
-            else:
-                td = timestamp - batch.base_ts
-                tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
-                if timestamp > batch.max_ts:
-                    batch.max_ts = timestamp
-            odb = table[i] if i < 65536 else encode_zigzag(i)
-            body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
-            batch.parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb,
-                                kb, key, vb, value, hb))
-            batch.count = i + 1
+            i = batch.records.append(value, key, timestamp, headers)
             batch.size += size
             acc.buffered += size
         if new:
             # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
             acc.wakeup.set()
-            if null_key:  # the sticky partition moves on when its batch is full
+            if key is None:  # the sticky partition moves on when its batch is full
                 self.partitioner.on_new_batch(topic, partition, n)
         return FutureRecordMetadata(batch.result, i, timestamp)
 

@@ -17,7 +17,7 @@ from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
-from shared.records.batch import BatchHeader, iter_batches
+from shared.records.header import BatchHeader, iter_batches
 from shared.types import TopicPartition
 
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from shared.client import Consumer, Producer, TopicPartition
-from shared.records.batch import iter_records
+from shared.records.decoder import iter_records
 
 
 @dataclass

@@ -16,7 +16,7 @@ from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from shared.records.batch import encode_batch
+from shared.records.builder import encode_batch
 from tests.conftest import TEST_SESSION_TIMEOUT_MS, wait_for
 from tests.integration.chaos import Workload, check_no_loss, read_replica_logs
 

@@ -19,7 +19,8 @@ from shared.client import Consumer, Producer, TopicPartition, partition_for_key
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from shared.records.batch import encode_batch, iter_records
+from shared.records.builder import encode_batch
+from shared.records.decoder import iter_records
 from tests.conftest import REPO, wait_for
 
 

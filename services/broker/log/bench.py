@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass
 
 from services.broker.log.partition_log import PartitionLog
 from shared.config import LogConfig
-from shared.records.batch import decode_batch, encode_batch, iter_batches
+from shared.records.builder import encode_batch
+from shared.records.decoder import decode_batch
+from shared.records.header import iter_batches
 from shared.runtime import tune_allocator
 
 

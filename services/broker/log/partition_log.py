@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,18 +25,17 @@ from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
-from shared.records.batch import (
+from shared.records.decoder import decode_batch
+from shared.records.header import (
     HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     check_batch,
-    decode_batch,
+    cut_below,
+    offset_fields,
     set_base_offset,
     set_log_append_time,
 )
 
-_HEAD16 = struct.Struct(">qii")
-_HEAD12 = struct.Struct(">qi")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 RECOVERY_POINT_FILE = "recovery-point"
 
@@ -235,7 +233,7 @@ class PartitionLog:
                 parts.append(buf)
                 bmax = append_time
             else:
-                parts.append(_HEAD16.pack(offset, h.batch_length, leader_epoch))
+                parts.append(offset_fields(offset, h.batch_length, leader_epoch))
                 parts.append(view[pos + 16 : pos + h.size])
                 bmax = h.max_timestamp
             index_info.append((rel, offset, last, bmax))
@@ -399,24 +397,8 @@ class PartitionLog:
                 return FetchResult(b"", self.log_start_offset, leo)
             want = max(max_bytes, bp.header.size if min_one_batch else 0)
             data = seg.read_at(bp.position, want)
-            return FetchResult(self._cut(data, limit), self.log_start_offset, leo)
+            return FetchResult(cut_below(data, limit), self.log_start_offset, leo)
         return FetchResult(b"", self.log_start_offset, leo)
-
-    @staticmethod
-    def _cut(data: bytes, limit: int) -> bytes:
-        """Keep the whole batches of ``data`` whose last offset is below ``limit``."""
-        pos = 0
-        n = len(data)
-        while n - pos >= HEADER_SIZE:
-            base, length = _HEAD12.unpack_from(data, pos)
-            size = length + LOG_OVERHEAD
-            if pos + size > n:
-                break
-            (delta,) = struct.unpack_from(">i", data, pos + 23)
-            if base + delta >= limit:
-                break
-            pos += size
-        return data if pos == n else data[:pos]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``."""

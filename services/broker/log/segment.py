@@ -8,15 +8,12 @@ translates offsets to positions and recovers itself after a crash.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from services.broker.log.index import OffsetIndex, TimeIndex
 from shared.errors import CorruptRecordError
-from shared.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch
-
-_HEAD12 = struct.Struct(">qi")
+from shared.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch, peek_size
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -170,9 +167,8 @@ class LogSegment:
         self._bytes_since_index = 0
         position = 0
         while position + LOG_OVERHEAD <= self.size:
-            _, length = _HEAD12.unpack(os.pread(self._fd, LOG_OVERHEAD, position))
-            size = length + LOG_OVERHEAD
-            if length < HEADER_SIZE - LOG_OVERHEAD or position + size > self.size:
+            _, size = peek_size(os.pread(self._fd, LOG_OVERHEAD, position))
+            if size < HEADER_SIZE or position + size > self.size:
                 break
             try:
                 header = check_batch(os.pread(self._fd, size, position))

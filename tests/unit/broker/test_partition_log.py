@@ -14,7 +14,9 @@ from services.broker.log import PartitionLog
 from services.broker.log.partition_log import _FLUSHER
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
-from shared.records.batch import decode_batch, encode_batch, iter_batches, iter_records
+from shared.records.builder import encode_batch
+from shared.records.decoder import decode_batch, iter_records
+from shared.records.header import iter_batches
 
 
 class FakeClock:

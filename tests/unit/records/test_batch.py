@@ -11,21 +11,10 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from shared.errors import CorruptRecordError
-from shared.records.batch import (
-    BatchBuilder,
-    BatchHeader,
-    build_control_batch,
-    check_batch,
-    control_record_type,
-    decode_batch,
-    encode_batch,
-    encode_batch_columns,
-    iter_batches,
-    iter_records,
-    set_base_offset,
-    set_log_append_time,
-)
+from shared.records.builder import BatchBuilder, build_control_batch, encode_batch, encode_batch_columns
 from shared.records.compression import CompressionType
+from shared.records.decoder import control_record_type, decode_batch, iter_records
+from shared.records.header import BatchHeader, check_batch, iter_batches, set_base_offset, set_log_append_time
 from shared.records.varint import decode_zigzag, encode_zigzag
 
 # Written by kafka-python's DefaultRecordBatchBuilder (an independent codec), frozen here.

@@ -7,17 +7,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.errors import CorruptRecordError
-from shared.records.batch import (
-    HEADER_SIZE,
-    _decode_records,
-    decode_columns,
-    decode_records,
-    encode_batch,
-    iter_batches,
-    records_section,
-)
-from shared.records.batch import Record as R
+from shared.records.builder import encode_batch
+from shared.records.columns import decode_columns
+from shared.records.decoder import decode_records, decode_records_scalar, records_section
+from shared.records.header import HEADER_SIZE, iter_batches
 from shared.records.positions import MIN_VECTOR_RECORDS, cut_keys_values, record_positions
+from shared.records.record import Record as R
 
 plain_record = st.tuples(
     st.integers(2**40, 2**40 + 1_000_000),  # deltas below 2**20 ms: three-byte varints at most
@@ -42,7 +37,7 @@ def test_batches_of_plain_records_take_the_fast_path_and_decode_exactly(records,
     assert found is not None
     expected = [R(base_offset + i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
     assert decode_records(header, section) == expected
-    assert _decode_records(header, section, R) == expected
+    assert decode_records_scalar(header, section, R) == expected
     cols = decode_columns(header, data, start=HEADER_SIZE, end=len(data))
     p = cols.positions
     assert p.offsets.tolist() == [r.offset for r in expected]
@@ -77,7 +72,7 @@ def test_a_damaged_section_is_never_accepted_by_the_fast_path_alone(noise: bytes
     found = record_positions(damaged, 0, len(damaged), header.records_count, header.base_offset,
                              header.base_timestamp, None)
     try:
-        slow = _decode_records(header, damaged, R)
+        slow = decode_records_scalar(header, damaged, R)
     except (CorruptRecordError, IndexError):
         assert found is None, "the fast path accepted a section the full decoder rejects"
         with pytest.raises(CorruptRecordError):
@@ -122,7 +117,7 @@ def test_runs_of_equal_length_records_are_followed_exactly(spec) -> None:
     header, section, found = positions_of(encode_batch(records))
     assert found is not None
     expected = [R(i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
-    assert decode_records(header, section) == expected == _decode_records(header, section, R)
+    assert decode_records(header, section) == expected == decode_records_scalar(header, section, R)
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
@@ -139,7 +134,7 @@ def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, wh
     found = record_positions(damaged, 0, len(damaged), header.records_count, header.base_offset,
                              header.base_timestamp, None)
     try:
-        slow = _decode_records(header, damaged, R)
+        slow = decode_records_scalar(header, damaged, R)
     except (CorruptRecordError, IndexError):
         assert found is None, "the fast path accepted a section the full decoder rejects"
         return
@@ -162,7 +157,7 @@ def test_keys_and_values_cut_by_runs_of_one_layout_are_exact(spec, base_offset) 
     assert cut is not None, "few layouts: cut by runs"
     assert cut == ([k for _, k, _, _ in records], [v for _, _, v, _ in records])
     expected = [R(base_offset + i, ts, k, v, []) for i, (ts, k, v, _) in enumerate(records)]
-    assert decode_records(header, section) == expected == _decode_records(header, section, R)
+    assert decode_records(header, section) == expected == decode_records_scalar(header, section, R)
 
 
 def test_nulls_and_many_layouts_are_cut_with_slices() -> None:
@@ -172,4 +167,4 @@ def test_nulls_and_many_layouts_are_cut_with_slices() -> None:
     varied = [(1, b"k", b"v" * (i % 7), []) for i in range(40)]  # a new layout at every record
     header, section, found = positions_of(encode_batch(varied))
     assert found is not None and cut_keys_values(section, found) is None
-    assert decode_records(header, section) == _decode_records(header, section, R)
+    assert decode_records(header, section) == decode_records_scalar(header, section, R)

@@ -1,0 +1,333 @@
+"""The only encoder of record batches: producers, the log cleaner, the broker's recompression and tests.
+
+``BatchBuilder`` encodes each record as it is appended (as Kafka's
+MemoryRecordsBuilder does): the record's varints come from a precomputed table
+and its pieces go into a list joined once, so a producer keeps no per-record
+object alive while a batch waits. ``extend_columns`` encodes many records in
+one loop (~0.25 µs per plain record). Offset deltas may have gaps and a batch
+may be empty, as the cleaner writes compacted batches; the 61-byte header
+itself is packed by ``header.pack_header``.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from shared.records.compression import CompressionType, compress
+from shared.records.header import (
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    CREATE_TIME,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    pack_header,
+)
+from shared.records.record import CONTROL_KEY, Header
+from shared.records.varint import MINUS_ONE, ZIGZAG, encode_zigzag, zz
+
+_ZERO = ZIGZAG[0]
+_END_TXN_MARKER = struct.Struct(">hi")  # version, coordinator epoch
+_TABLE_LEN = len(ZIGZAG)
+RecordTuple = tuple[int, bytes | None, bytes | None, Sequence[Header] | None]
+
+
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """A record's header count and headers, as they follow its value."""
+    out = [zz(len(headers))]
+    for hk, hv in headers:
+        kb = hk.encode("utf-8")
+        out.append(zz(len(kb)))
+        out.append(kb)
+        if hv is None:
+            out.append(MINUS_ONE)
+        else:
+            out.append(zz(len(hv)))
+            out.append(hv)
+    return b"".join(out)
+
+
+def headers_size_estimate(headers: Sequence[Header]) -> int:
+    """An upper bound of the encoded size of ``headers`` (beyond the count byte)."""
+    n = 0
+    for hk, hv in headers:
+        n += 10 + len(hk.encode()) + (len(hv) if hv else 0)
+    return n
+
+
+def record_size_estimate(key: bytes | None, value: bytes | None, headers: Sequence[Header] | None) -> int:
+    """An upper bound of a record's encoded size, as Kafka estimates it."""
+    n = 21 + (len(key) if key else 0) + (len(value) if value else 0)
+    return n + headers_size_estimate(headers) if headers else n
+
+
+class BatchBuilder:
+    """Accumulates records, encoded as appended, and builds one RecordBatch v2.
+
+    The header fields are attributes: a producer may change ``producer_id`` /
+    ``producer_epoch`` / ``base_sequence`` between builds (a re-sequenced batch
+    gets a new header over the same records). ``delete_horizon_ms`` (as Kafka's
+    cleaner writes it) becomes the base timestamp and sets attribute bit 6.
+    """
+
+    __slots__ = (
+        "compression", "producer_id", "producer_epoch", "base_sequence", "transactional", "control",
+        "timestamp_type", "partition_leader_epoch", "delete_horizon_ms",
+        "parts", "body", "count", "base_ts", "max_ts", "last_delta",
+    )
+
+    def __init__(
+        self,
+        compression: CompressionType | int = CompressionType.NONE,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        transactional: bool = False,
+        control: bool = False,
+        timestamp_type: int = CREATE_TIME,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        delete_horizon_ms: int | None = None,
+    ) -> None:
+        self.compression = CompressionType(compression)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.transactional = transactional
+        self.control = control
+        self.timestamp_type = timestamp_type
+        self.partition_leader_epoch = partition_leader_epoch
+        self.delete_horizon_ms = delete_horizon_ms
+        self.parts: list[bytes] | None = []
+        self.body: bytes | None = None
+        self.count = 0
+        self.base_ts = NO_TIMESTAMP if delete_horizon_ms is None else delete_horizon_ms
+        self.max_ts = NO_TIMESTAMP
+        self.last_delta = -1
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def size_estimate(self) -> int:
+        """The uncompressed batch size so far."""
+        if self.body is not None:
+            return HEADER_SIZE + len(self.body)
+        assert self.parts is not None
+        return HEADER_SIZE + sum(map(len, self.parts))
+
+    def append(
+        self,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[Header] | None = None,
+        offset_delta: int | None = None,
+    ) -> int:
+        """Encode a record; return its offset delta (the next one unless ``offset_delta`` is given,
+        which must be above every delta so far: a compacted batch keeps its original offsets)."""
+        parts = self.parts
+        if parts is None:
+            raise ValueError("the batch is closed: it takes no more records")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        table = ZIGZAG
+        if offset_delta is None:
+            delta = self.last_delta + 1
+        elif offset_delta <= self.last_delta:
+            raise ValueError(f"offset delta {offset_delta} is not above the previous one ({self.last_delta})")
+        else:
+            delta = offset_delta
+        if self.count == 0 and self.delete_horizon_ms is None:
+            self.base_ts = self.max_ts = timestamp
+            tdb = _ZERO
+        else:
+            td = timestamp - self.base_ts
+            tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
+            if timestamp > self.max_ts:
+                self.max_ts = timestamp
+        odb = table[delta] if delta < 65536 else encode_zigzag(delta)
+        if key is None:
+            kb, key, klen = MINUS_ONE, b"", 0
+        else:
+            klen = len(key)
+            kb = table[klen] if klen < 65536 else encode_zigzag(klen)
+        if value is None:
+            vb, value, vlen = MINUS_ONE, b"", 0
+        else:
+            vlen = len(value)
+            vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
+        hb = encode_headers(headers) if headers else _ZERO
+        body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
+        parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb, key,
+                      vb, value, hb))
+        self.count += 1
+        self.last_delta = delta
+        return delta
+
+    def extend_columns(
+        self,
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        headers: Sequence[Sequence[Header] | None] | None = None,
+        offset_deltas: Sequence[int] | None = None,
+    ) -> None:
+        """Encode records given as parallel columns (``headers`` None: no record has any; ``offset_deltas``
+        None: the next deltas in order). Columns avoid a tuple per record."""
+        n = len(timestamps)
+        if len(keys) != n or len(values) != n or any(
+                c is not None and len(c) != n for c in (headers, offset_deltas)):
+            raise ValueError("record columns differ in length")
+        if not n:
+            return
+        if (headers is None or not any(headers)) and offset_deltas is None and self.parts is not None:
+            self._extend_plain(timestamps, keys, values)
+            return
+        hdrs = headers if headers is not None else [None] * n
+        deltas = offset_deltas if offset_deltas is not None else [None] * n
+        append = self.append
+        for ts, key, value, h, d in zip(timestamps, keys, values, hdrs, deltas, strict=True):
+            append(value, key, ts, h, d)
+
+    def _extend_plain(self, timestamps: Sequence[int], keys: Sequence[bytes | None],
+                      values: Sequence[bytes | None]) -> None:
+        """``extend_columns`` for records without headers in delta order, the common case: a timestamp
+        delta is encoded only when the timestamp changes, and each record's nine parts go into the list
+        with one ``extend`` (~0.25 µs per record instead of ~0.4)."""
+        assert self.parts is not None
+        table = ZIGZAG
+        n = len(timestamps)
+        if self.count == 0 and self.delete_horizon_ms is None:
+            self.base_ts = self.max_ts = timestamps[0]
+        base_ts = self.base_ts
+        first = self.last_delta + 1
+        extend = self.parts.extend
+        max_ts = self.max_ts
+        last_ts = None
+        tdb = _ZERO
+        deltas = table[first:first + n] if first + n <= _TABLE_LEN else [zz(i) for i in range(first, first + n)]
+        for ts, odb, key, value in zip(timestamps, deltas, keys, values, strict=True):
+            if ts != last_ts:
+                td = ts - base_ts
+                tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
+                last_ts = ts
+                if ts > max_ts:
+                    max_ts = ts
+            if key is None:
+                kb = MINUS_ONE
+                key = b""
+            else:
+                klen = len(key)
+                kb = table[klen] if klen < 65536 else encode_zigzag(klen)
+            if value is None:
+                vb = MINUS_ONE
+                value = b""
+            else:
+                vlen = len(value)
+                vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
+            body_len = 2 + len(tdb) + len(odb) + len(kb) + len(key) + len(vb) + len(value)
+            extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb, key,
+                    vb, value, _ZERO))
+        self.max_ts = max_ts
+        self.count += n
+        self.last_delta = first + n - 1
+
+    def close(self) -> bytes:
+        """Take no more records; join and return the (uncompressed) records section."""
+        if self.body is None:
+            assert self.parts is not None
+            self.body = b"".join(self.parts)
+            self.parts = None
+        return self.body
+
+    def attributes(self) -> int:
+        attributes = int(self.compression)
+        if self.timestamp_type == LOG_APPEND_TIME:
+            attributes |= ATTR_TIMESTAMP_TYPE
+        if self.transactional:
+            attributes |= ATTR_TRANSACTIONAL
+        if self.control:
+            attributes |= ATTR_CONTROL
+        if self.delete_horizon_ms is not None:
+            attributes |= ATTR_DELETE_HORIZON
+        return attributes
+
+    def build_pieces(self, base_offset: int = 0, *, last_offset_delta: int | None = None,
+                     max_timestamp: int | None = None) -> tuple[bytes, bytes]:
+        """The batch as its 61-byte header and its (compressed) records section, for a caller that copies
+        both into a larger buffer anyway. ``last_offset_delta`` may exceed the last record's (a compacted
+        batch keeps its original last offset); an empty batch needs it. ``max_timestamp`` is the
+        timestamp of an empty batch."""
+        body = self.close()
+        last = self.last_delta if last_offset_delta is None else last_offset_delta
+        if last < self.last_delta or last < 0:
+            raise ValueError(f"lastOffsetDelta {last} is below the last record's offset delta ({self.last_delta})")
+        base_ts, max_ts = self.base_ts, self.max_ts
+        if self.count == 0 and max_timestamp is not None:
+            max_ts = max_timestamp
+            if self.delete_horizon_ms is None:
+                base_ts = max_timestamp
+        if self.compression != CompressionType.NONE:
+            body = compress(self.compression, body)
+        header = pack_header(
+            body, base_offset=base_offset, records_count=self.count, last_offset_delta=last,
+            base_timestamp=base_ts, max_timestamp=max_ts, attributes=self.attributes(),
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+            partition_leader_epoch=self.partition_leader_epoch,
+        )
+        return header, body
+
+    def build(self, base_offset: int = 0, **kwargs: Any) -> bytes:
+        """The complete batch (keyword arguments as for ``build_pieces``)."""
+        header, body = self.build_pieces(base_offset, **kwargs)
+        return header + body
+
+
+def _split_fields(kwargs: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    fields = dict(kwargs)
+    return fields.pop("base_offset", 0), fields
+
+
+def encode_batch(records: Sequence[RecordTuple], **kwargs: Any) -> bytes:
+    """Encode ``(timestamp, key, value, headers)`` tuples as one complete batch (``base_offset`` and the
+    ``BatchBuilder`` header fields as keyword arguments)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    timestamps, keys, values, headers = zip(*records, strict=True)
+    return encode_batch_columns(timestamps, keys, values, headers, **kwargs)
+
+
+def encode_batch_columns(
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[Header] | None] | None = None,
+    **kwargs: Any,
+) -> bytes:
+    """Encode one complete batch from parallel columns (``headers`` None: no record has headers)."""
+    if not len(timestamps):
+        raise ValueError("a batch needs at least one record")
+    base_offset, fields = _split_fields(kwargs)
+    builder = BatchBuilder(**fields)
+    builder.extend_columns(timestamps, keys, values, headers)
+    return builder.build(base_offset)
+
+
+def build_control_batch(
+    kind: int, producer_id: int, producer_epoch: int, timestamp: int, coordinator_epoch: int = 0
+) -> bytes:
+    """A control batch with one end-transaction marker (Kafka's EndTxnMarker value)."""
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, transactional=True, control=True)
+    value = _END_TXN_MARKER.pack(0, coordinator_epoch)
+    builder.append(value, CONTROL_KEY.pack(0, kind), timestamp)
+    return builder.build()
