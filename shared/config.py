@@ -55,8 +55,8 @@ def _ts_type(s: str) -> str:
 
 def _compression(s: str) -> str:
     v = str(s).strip().lower()
-    if v not in ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"):
-        raise ValueError("expected producer, uncompressed, gzip, snappy, lz4 or zstd")
+    if v not in ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"):
+        raise ValueError("expected producer, uncompressed (or none), gzip, snappy, lz4 or zstd")
     return v
 
 

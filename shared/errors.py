@@ -61,6 +61,7 @@ class ErrorCode(IntEnum):
     NEW_LEADER_ELECTED = 108
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELECTION_NOT_NEEDED = 84
+    INVALID_RECORD = 87
 
 
 #: Codes a client may retry after refreshing metadata or backing off.
@@ -157,3 +158,23 @@ def error_for(code: int, message: str = "") -> TidelogError:
         if cls.code == ec:
             return cls(message or ec.name)
     return TidelogError(message or ec.name, code=ec)
+
+
+class InvalidRecordError(TidelogError):
+    """A produced batch breaks a rule of the format (Kafka's InvalidRecordException): count or offsets
+    inconsistent, control bit from a client, producer fields inconsistent."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+class UnreadableBatchError(CorruptRecordError):
+    """A reader met a batch it cannot decode: names the topic, partition and offset, so the reader can
+    report it and seek past it (as Kafka's consumer says "please seek past the record")."""
+
+    def __init__(self, topic: str, partition: int, offset: int, reason: str) -> None:
+        super().__init__(f"cannot read the batch at offset {offset} of {topic}-{partition}: {reason}")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.reason = reason
+

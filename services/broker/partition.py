@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
-from services.broker.log.partition_log import validate_batches
+from services.broker.log.partition_log import validate_produce
 from services.broker.producer_state import ProducerStateManager
 from shared.errors import (
     CorruptRecordError,
@@ -112,8 +112,7 @@ class Partition:
     def append_as_leader(self, records: bytes, acks: int) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
-        view = memoryview(records)
-        batches = validate_batches(view, self.log.config.max_message_bytes, from_producer=True)
+        view, batches = validate_produce(records, self.log.config)
         idempotent = [h for _, h in batches if h.producer_id >= 0]
         if idempotent:
             if len(batches) != 1:

@@ -45,7 +45,8 @@ def bench_log(records: int, record_size: int, batch_records: int, directory: str
         f"log append: {r.append_mb_s:10.1f} MB/s {r.append_records_s:12,.0f} records/s\n"
         f"log read:   {r.read_mb_s:10.1f} MB/s {r.read_records_s:12,.0f} records/s\n"
         f"encode:     {r.encode_records_s:12,.0f} records/s\n"
-        f"decode:     {r.decode_records_s:12,.0f} records/s"
+        f"decode:     {r.decode_records_s:12,.0f} records/s\n"
+        f"validate:   {r.validate_records_s:12,.0f} records/s ({1e9 / r.validate_records_s:.0f} ns per record)"
     )
 
 

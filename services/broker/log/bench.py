@@ -12,7 +12,8 @@ from services.broker.log.partition_log import PartitionLog
 from shared.config import LogConfig
 from shared.records.builder import encode_batch
 from shared.records.decoder import decode_batch
-from shared.records.header import iter_batches
+from shared.records.header import check_batch, iter_batches
+from shared.records.validate import validate_produced
 from shared.runtime import tune_allocator
 
 
@@ -28,6 +29,7 @@ class LogBenchResult:
     read_records_s: float
     encode_records_s: float
     decode_records_s: float
+    validate_records_s: float  # the broker's produce-side check of every record (shared.records.validate)
     directory: str
 
     def as_dict(self) -> dict[str, float | int | str]:
@@ -85,6 +87,14 @@ def run_log_bench(
             _, recs = decode_batch(batch)
             dec_n += len(recs)
         dec_s = time.perf_counter() - t0
+
+        val_n = 0
+        header = check_batch(batch)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < codec_seconds:
+            validate_produced(batch, 0, header)
+            val_n += batch_records
+        val_s = time.perf_counter() - t0
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return LogBenchResult(
@@ -98,5 +108,6 @@ def run_log_bench(
         read_records_s=n_batches * batch_records / read_s,
         encode_records_s=enc_n / enc_s,
         decode_records_s=dec_n / dec_s,
+        validate_records_s=val_n / val_s,
         directory=base,
     )

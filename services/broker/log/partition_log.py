@@ -35,6 +35,8 @@ from shared.records.header import (
     set_base_offset,
     set_log_append_time,
 )
+from shared.records.recompress import needs_recompression, recompress, target_codec
+from shared.records.validate import validate_produced
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 RECOVERY_POINT_FILE = "recovery-point"
@@ -122,6 +124,32 @@ def validate_batches(
     return out
 
 
+def validate_produce(
+    records: bytes | bytearray | memoryview, config: LogConfig
+) -> tuple[memoryview, list[tuple[int, BatchHeader]]]:
+    """Check a produce payload as Kafka's LogValidator does, before anything is written: the batch
+    headers and CRCs, then every record of every batch (``shared.records.validate``). Batches whose codec
+    differs from the topic's ``compression.type`` are recompressed. Returns the payload to append (the
+    same bytes unless something was recompressed) and its batches; raises for the whole payload."""
+    view = memoryview(records)
+    batches = validate_batches(view, config.max_message_bytes, from_producer=True)
+    target = target_codec(config.extra.get("compression.type"))
+    parts: list[bytes | memoryview] = []
+    changed = False
+    for pos, h in batches:
+        section, start, stop = validate_produced(view, pos, h)
+        if needs_recompression(h, target):
+            assert target is not None
+            parts.append(recompress(h, bytes(section[start:stop]), target))
+            changed = True
+        else:
+            parts.append(view[pos:pos + h.size])
+    if not changed:
+        return view, batches
+    out = memoryview(b"".join(parts))
+    return out, validate_batches(out, config.max_message_bytes, from_producer=True)
+
+
 class PartitionLog:
     """The segments of one partition in ``directory``.
 
@@ -204,8 +232,7 @@ class PartitionLog:
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> AppendInfo:
         """Validate, assign offsets from the log end and append. All or nothing."""
-        view = memoryview(records)
-        batches = validate_batches(view, self.config.max_message_bytes, from_producer=True)
+        view, batches = validate_produce(records, self.config)
         return self.append_validated(view, batches, leader_epoch)
 
     def append_validated(
