@@ -30,7 +30,7 @@ from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, 
 from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_options
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
-from shared.errors import OffsetOutOfRangeError
+from shared.errors import CorruptRecordError, OffsetOutOfRangeError, UnreadableBatchError
 from shared.records.columns import Columns, decode_columns
 from shared.records.decoder import records_section
 from shared.records.header import HEADER_SIZE
@@ -155,13 +155,17 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
                                             fail_on_data_loss=opts.fail_on_data_loss):
             if header.is_control:
                 continue
-            if header.compression:
-                buf = records_section(data, header, pos)
-                c = decode_columns(header, buf, with_headers=opts.include_headers)
-            else:
-                buf = data
-                c = decode_columns(header, data, with_headers=opts.include_headers,
-                                   start=pos + HEADER_SIZE, end=pos + header.size)
+            try:
+                if header.compression:
+                    buf = records_section(data, header, pos)
+                    c = decode_columns(header, buf, with_headers=opts.include_headers)
+                else:
+                    buf = data
+                    c = decode_columns(header, data, with_headers=opts.include_headers,
+                                       start=pos + HEADER_SIZE, end=pos + header.size)
+            except CorruptRecordError as exc:
+                raise UnreadableBatchError(tp.topic, tp.partition, max(header.base_offset, start),
+                                           exc.args[0]) from None
             if header.base_offset < start or header.last_offset >= end:
                 c = trimmed(c)
             if current is not None and buf is not current and cols:

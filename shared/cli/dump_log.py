@@ -4,7 +4,8 @@ In ``--json`` mode each batch is one JSON object per line. Keys, values and
 header values are shown as UTF-8 text when they decode as UTF-8, with
 ``"keyEncoding": "utf8"``; otherwise as base64 with ``"keyEncoding": "base64"``
 (likewise ``valueEncoding`` and each header's ``valueEncoding``). A null key or
-value is ``null`` with encoding ``null``.
+value is ``null`` with encoding ``null``. The exit status is non-zero when the path holds no segment,
+or a file is not a valid segment, or a batch cannot be decoded (each is shown where it occurs).
 """
 
 from __future__ import annotations
@@ -139,12 +140,20 @@ def dump_log(path: str, as_json: bool) -> None:
     Bytes are printed as UTF-8 text when valid, otherwise base64; in --json
     mode keyEncoding/valueEncoding say which ("utf8", "base64" or null).
     """
-    for file in _segment_files(path):
+    files = _segment_files(path)
+    if not files:
+        raise click.ClickException(f"{path} holds no segment (.log) file")
+    unreadable = 0
+    for file in files:
         if not as_json:
             click.echo(f"Dumping {file}")
         for entry in describe_file(file):
+            if "error" in entry or "recordsError" in entry:
+                unreadable += 1
             if as_json:
                 entry = {"file": file, **entry}
                 click.echo(json.dumps(entry, separators=(",", ":")))
             else:
                 click.echo(_text(entry))
+    if unreadable:  # not a valid segment, or batches no reader can decode: say so in the exit status
+        raise click.ClickException(f"{unreadable} unreadable batch(es) or invalid data in {path}")

@@ -25,7 +25,14 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
-from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
+from shared.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    TidelogError,
+    UnreadableBatchError,
+    error_for,
+)
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchResponseView
@@ -117,28 +124,37 @@ class _Cursor:
     """A completed fetch being handed out by poll(): its batches are decoded one at a time, so only a
     batch's worth of records is alive at once (which keeps the garbage collector's work small)."""
 
-    __slots__ = ("tp", "generation", "data", "batches", "records", "index", "end")
+    __slots__ = ("tp", "generation", "data", "batches", "records", "index", "end", "error")
 
-    def __init__(self, tp: TopicPartition, generation: int, data: bytes, batches: deque[tuple[int, BatchHeader]]) -> None:
+    def __init__(self, tp: TopicPartition, generation: int, data: bytes, batches: deque[tuple[int, BatchHeader]],
+                 error: UnreadableBatchError | None = None) -> None:
         self.tp = tp
         self.generation = generation
         self.data = data
         self.batches = batches
-        self.end = batches[-1][1].next_offset
+        self.end = batches[-1][1].next_offset if batches else 0
         self.records: list[ConsumerRecord] = []
         self.index = 0
+        self.error = error  # the batch after ``batches`` cannot be read: raised once they are handed out
 
     def decode_next(self, position: int) -> bool:
-        """Decode the next batch holding records at or after ``position``; False when none is left."""
+        """Decode the next batch holding records at or after ``position``; False when none is left (or
+        the next one cannot be decoded: then ``error`` names it, and no batch after it is handed out)."""
         while self.batches:
             pos, header = self.batches.popleft()
             if header.is_control or header.last_offset < position:
                 continue
             cls = record_class(self.tp.topic, self.tp.partition, header.timestamp_type)
-            if header.compression:
-                recs: list[ConsumerRecord] = decode_records(header, records_section(self.data, header, pos), cls)  # type: ignore[assignment]
-            else:  # straight from the fetched buffer, without copying the section out
-                recs = decode_records(header, self.data, cls, start=pos + HEADER_SIZE, end=pos + header.size)  # type: ignore[assignment]
+            try:
+                if header.compression:
+                    recs: list[ConsumerRecord] = decode_records(header, records_section(self.data, header, pos), cls)  # type: ignore[assignment]
+                else:  # straight from the fetched buffer, without copying the section out
+                    recs = decode_records(header, self.data, cls, start=pos + HEADER_SIZE, end=pos + header.size)  # type: ignore[assignment]
+            except CorruptRecordError as exc:
+                self.error = UnreadableBatchError(self.tp.topic, self.tp.partition, max(header.base_offset, position),
+                                                  exc.args[0])
+                self.batches.clear()
+                return False
             if header.base_offset < position:
                 recs = [r for r in recs if r.offset >= position]
             if recs:
@@ -381,9 +397,11 @@ class Consumer:
             recs = cur.records
             if cur.index >= len(recs):
                 if not cur.decode_next(st.position):  # type: ignore[arg-type]
+                    self._current = None
+                    if cur.error is not None:
+                        return self._unreadable(cur.error, st, out)
                     # Past control records and compacted-away offsets at the end too, as Kafka does.
                     st.position = max(st.position or 0, cur.end)
-                    self._current = None
                 continue
             take = min(limit - n, len(recs) - cur.index)
             lst = out.setdefault(cur.tp, [])
@@ -392,6 +410,19 @@ class Consumer:
             n += take
             st.position = lst[-1].offset + 1
         return ConsumerRecords(out)
+
+    def _unreadable(self, err: UnreadableBatchError, st: PartitionState,
+                    out: dict[TopicPartition, list[ConsumerRecord]]) -> ConsumerRecords:
+        """A batch that cannot be decoded: the records before it are returned first, then the error is
+        raised (by this poll when it has none), naming topic, partition and offset. The position stays
+        at that batch, so every poll raises again until the application seeks past it (as Kafka's consumer)."""
+        tp = TopicPartition(err.topic, err.partition)
+        with self._lock:
+            self._set_position(tp, st, max(st.position or 0, err.offset))
+            if out:
+                self._pending_error = err
+                return ConsumerRecords(out)
+        raise err
 
     def _raise_pending(self) -> None:
         if self._pending_error is not None:
@@ -416,9 +447,15 @@ class Consumer:
             return None
         st.high_watermark = c.high_watermark
         st.log_start_offset = c.log_start_offset
-        batches = deque(iter_batches(c.data, validate=True, start=c.start, end=c.end))
-        if batches and batches[-1][1].next_offset > st.position:
-            return _Cursor(c.tp, c.generation, c.data, batches)
+        batches: deque[tuple[int, BatchHeader]] = deque()
+        error = None
+        try:
+            batches.extend(iter_batches(c.data, validate=True, start=c.start, end=c.end))
+        except CorruptRecordError as exc:  # hand out the valid batches before it, then raise
+            bad = batches[-1][1].next_offset if batches else c.fetch_offset
+            error = UnreadableBatchError(c.tp.topic, c.tp.partition, max(bad, st.position), exc.args[0])
+        if error is not None or (batches and batches[-1][1].next_offset > st.position):
+            return _Cursor(c.tp, c.generation, c.data, batches, error)
         return None
 
     # -- fetcher ------------------------------------------------------------------------------------------

@@ -15,7 +15,14 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
-from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
+from shared.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    TidelogError,
+    UnreadableBatchError,
+    error_for,
+)
 from shared.proto import tidelog_pb2 as pb
 from shared.records.header import BatchHeader, iter_batches
 from shared.types import TopicPartition
@@ -89,12 +96,15 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 continue
             deadline = time.monotonic() + timeout_s
             bytes_per_offset = max(bytes_per_offset, (stop - begin) / max(p.next_offset - offset, 1))
-            for pos, header in iter_batches(data, start=begin, end=stop):
-                if header.last_offset >= offset and header.base_offset < end:
-                    yield data, pos, header
-                offset = max(offset, header.next_offset)
-                if offset >= end:
-                    return
+            try:
+                for pos, header in iter_batches(data, start=begin, end=stop):
+                    if header.last_offset >= offset and header.base_offset < end:
+                        yield data, pos, header
+                    offset = max(offset, header.next_offset)
+                    if offset >= end:
+                        return
+            except CorruptRecordError as exc:  # the batches before it were handed out
+                raise UnreadableBatchError(tp.topic, tp.partition, offset, exc.args[0]) from None
     finally:
         if stream is not None:
             stream.close()

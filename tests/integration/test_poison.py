@@ -1,0 +1,237 @@
+"""No batch a client sends can make a partition unreadable (issue 13), on a real 1-broker cluster.
+
+A Hypothesis fuzzer mutates valid batches (bit flips, truncations, length and count lies, attribute
+bits, codec bytes, garbage records under a correct CRC) and produces them: every answer is a clean
+error code or an append that reads back; the broker stays up; after a restart, recovery finds every
+log valid. Then a poison batch written straight into a stopped broker's segment: every reader names
+topic, partition and offset, after handing out the records before it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipelines.tidelog_source.options import SourceOptions
+from pipelines.tidelog_source.source import RangePartition, read_partition
+from shared.cli.dump_log import describe_file
+from shared.client import Admin, Consumer, TopicPartition
+from shared.errors import ErrorCode, UnreadableBatchError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.records.builder import encode_batch
+from shared.records.compression import CompressionType
+from shared.records.decoder import decode_batch
+from shared.records.header import crc32c, iter_batches, pack_header
+from tests.conftest import REPO, wait_for
+
+TS = 1_700_000_000_000
+#: What a refused batch may be answered with.
+CLEAN_ERRORS = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP,
+                ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.DUPLICATE_SEQUENCE_NUMBER}
+
+BASES = [
+    encode_batch([(TS + i, b"k%d" % i, b"value-%d" % i, None) for i in range(3)]),
+    encode_batch([(TS + i % 3, None, b"v" * (i * 7), [("h", b"x")] if i % 2 else None) for i in range(20)]),
+    encode_batch([(TS, b"key", os.urandom(40), None)] * 30, compression=CompressionType.GZIP),
+    encode_batch([(TS + i, b"k", b"lz4" * 20, None) for i in range(5)], compression=CompressionType.LZ4),
+]
+
+
+def reseal(buf: bytearray) -> bytes:
+    """Fix batchLength and the CRC after a mutation, so it reaches the record checks."""
+    if len(buf) >= 61:
+        buf[8:12] = (len(buf) - 12).to_bytes(4, "big", signed=True)
+        buf[17:21] = crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    buf = bytearray(draw(st.sampled_from(BASES)))
+    kind = draw(st.sampled_from(["flip", "truncate", "length", "count", "attributes", "codec", "garbage", "none"]))
+    if kind == "flip":
+        for _ in range(draw(st.integers(1, 4))):
+            i = draw(st.integers(0, len(buf) - 1))
+            buf[i] ^= 1 << draw(st.integers(0, 7))
+    elif kind == "truncate":
+        buf = buf[:draw(st.integers(0, len(buf) - 1))]
+    elif kind == "length":
+        buf[8:12] = draw(st.integers(-(2**31), 2**31 - 1)).to_bytes(4, "big", signed=True)
+    elif kind == "count":
+        buf[23:27] = draw(st.integers(-5, 2000)).to_bytes(4, "big", signed=True)
+        buf[57:61] = draw(st.integers(-5, 2000)).to_bytes(4, "big", signed=True)
+    elif kind == "attributes":
+        buf[21:23] = draw(st.integers(0, 0xFFFF)).to_bytes(2, "big")
+    elif kind == "codec":
+        buf[22] = (buf[22] & 0xF8) | draw(st.integers(0, 7))
+    elif kind == "garbage":
+        buf[61:] = draw(st.binary(min_size=0, max_size=300))
+    if kind != "length" and draw(st.booleans()):
+        return reseal(buf)
+    return bytes(buf)
+
+
+def produce(stub: pb_grpc.BrokerStub, topic: str, records: bytes) -> pb.ProducePartitionResponse:
+    resp = stub.Produce(pb.ProduceRequest(acks=1, timeout_ms=5000, topics=[pb.ProduceTopicData(
+        name=topic, partitions=[pb.ProducePartitionData(partition=0, records=records)])]), timeout=10)
+    return resp.topics[0].partitions[0]
+
+
+def fetch(stub: pb_grpc.BrokerStub, topic: str, offset: int) -> bytes:
+    resp = stub.Fetch(pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, topics=[pb.FetchTopic(
+        name=topic, partitions=[pb.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]),
+        timeout=10)
+    return resp.topics[0].partitions[0].records
+
+
+def partition_dir(cluster, topic: str) -> str:
+    found = glob.glob(os.path.join(cluster.lc.data_dir, "broker-1", "**", f"{topic}-0"), recursive=True)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def stop_broker(cluster) -> None:
+    proc = cluster.proc("broker", 1)
+    os.kill(proc.pid, signal.SIGTERM)
+    if proc.popen is not None:
+        proc.popen.wait(30)
+
+
+def read_whole_log(directory: str) -> int:
+    """Every batch of every segment decodes; returns the number of records."""
+    n = 0
+    for path in sorted(glob.glob(os.path.join(directory, "*.log"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        pos = 0
+        for pos, h in iter_batches(data):
+            n += len(decode_batch(data, pos)[1])
+            pos += h.size
+    return n
+
+
+@pytest.fixture
+def one_broker(make_cluster):
+    cluster = make_cluster(brokers=1, controllers=1, coordinators=0, cleaners=0, quotas=0)
+    address = cluster.procs("broker")[0].address
+    admin = Admin(address)
+    yield cluster, address, admin
+    admin.close()
+
+
+def test_fuzzed_batches_get_a_clean_error_or_read_back_and_recovery_finds_the_log_valid(one_broker) -> None:
+    cluster, address, admin = one_broker
+    topic = f"fuzz-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(topic, partitions=1, configs={"max.message.bytes": 100_000})
+    channel = grpc.insecure_channel(address)
+    stub = pb_grpc.BrokerStub(channel)
+    accepted = [0]
+    refused: Counter[int] = Counter()
+
+    @settings(max_examples=150, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(mutated())
+    def one(batch: bytes) -> None:
+        r = produce(stub, topic, batch)
+        if r.error_code:
+            assert r.error_code in CLEAN_ERRORS, (r.error_code, r.error_message)
+            assert r.error_message
+            refused[r.error_code] += 1
+            return
+        data = fetch(stub, topic, r.base_offset)
+        header, records = decode_batch(data)
+        assert header.base_offset == r.base_offset and len(records) == header.records_count
+        accepted[0] += len(records)
+
+    one()
+    channel.close()
+    print("refused:", dict(refused), "accepted records:", accepted[0])
+    assert refused[ErrorCode.CORRUPT_MESSAGE] and refused[ErrorCode.INVALID_RECORD]
+    consumer = Consumer(address, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    got = 0
+    while got < accepted[0]:
+        got += len(consumer.poll(2000))  # raises if any batch were unreadable
+    consumer.close()
+    assert got == accepted[0] > 0
+    directory = partition_dir(cluster, topic)
+    stop_broker(cluster)
+    assert read_whole_log(directory) == accepted[0]
+    cluster.restart("broker", 1)
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
+    wait_for(lambda: produce(stub, topic, BASES[0]).error_code == 0, 30, what="the restarted broker appends")
+    assert read_whole_log(directory) == accepted[0] + 3  # recovery kept every batch
+
+
+def poison(base_offset: int, count: int = 3) -> bytes:
+    """A batch with a correct CRC over records no decoder can read (the broker refuses it over the wire)."""
+    body = b"\x7f" * 64
+    return pack_header(body, base_offset=base_offset, records_count=count, last_offset_delta=count - 1,
+                       base_timestamp=TS, max_timestamp=TS, attributes=0, producer_id=-1, producer_epoch=-1,
+                       base_sequence=-1, partition_leader_epoch=0) + body
+
+
+def test_readers_name_the_batch_they_cannot_read(one_broker, tmp_path) -> None:
+    cluster, address, admin = one_broker
+    topic = f"poison-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(topic, partitions=1)
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
+    assert produce(stub, topic, encode_batch([(TS + i, None, b"before-%d" % i, None) for i in range(5)])).error_code == 0
+    assert produce(stub, topic, poison(0)).error_code == ErrorCode.CORRUPT_MESSAGE  # never over the wire
+    directory = partition_dir(cluster, topic)
+    stop_broker(cluster)
+    with open(os.path.join(directory, f"{0:020d}.log"), "ab") as f:
+        f.write(poison(5))
+    cluster.restart("broker", 1)
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
+    wait_for(lambda: produce(stub, topic, encode_batch([(TS, None, b"after", None)])).error_code == 0, 30,
+             what="the restarted broker appends after the poison batch")
+
+    consumer = Consumer(address, auto_offset_reset="earliest")
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    before = wait_for(lambda: consumer.poll(500), 20, what="the records before the poison batch")
+    assert [r.value for r in before] == [b"before-%d" % i for i in range(5)]
+    for _ in range(2):  # raised again until the application seeks past it
+        with pytest.raises(UnreadableBatchError) as err:
+            wait_for(lambda: consumer.poll(500), 20, what="the poison batch")
+        assert (err.value.topic, err.value.partition, err.value.offset) == (topic, 0, 5)
+        assert f"offset 5 of {topic}-0" in str(err.value)
+    consumer.seek(tp, 8)
+    assert [r.value for r in wait_for(lambda: consumer.poll(500), 20, what="the record after")] == [b"after"]
+    consumer.close()
+
+    cli = [sys.executable, "-m", "shared.cli.main"]
+    run = subprocess.run([*cli, "consume", topic, "--from-beginning", "--timeout-ms", "3000",
+                          "--bootstrap-server", address], capture_output=True, cwd=REPO, timeout=60)
+    assert run.returncode != 0
+    assert run.stdout.decode().splitlines() == [f"before-{i}" for i in range(5)]
+    assert f"offset 5 of {topic}-0" in run.stderr.decode()
+
+    dump = subprocess.run([*cli, "dump-log", directory], capture_output=True, cwd=REPO, timeout=60)
+    assert dump.returncode != 0
+    out = dump.stdout.decode()
+    assert "baseOffset: 5 lastOffset: 7" in out and "| records error:" in out and "payload: after" in out
+    not_a_segment = tmp_path / "notes.log"
+    not_a_segment.write_bytes(b"this is not a segment file\n" * 5)
+    assert subprocess.run([*cli, "dump-log", str(not_a_segment)], capture_output=True, cwd=REPO,
+                          timeout=60).returncode != 0
+    assert [e for e in describe_file(str(not_a_segment)) if "error" in e]
+
+    opts = SourceOptions(bootstrap_servers=address)
+    with pytest.raises(UnreadableBatchError) as err:
+        list(read_partition(opts, RangePartition(topic, 0, 0, 9)))
+    assert (err.value.topic, err.value.partition, err.value.offset) == (topic, 0, 5)
+    assert [b.num_rows for b in read_partition(opts, RangePartition(topic, 0, 8, 9))] == [1]
