@@ -70,6 +70,16 @@ def record_size_estimate(key: bytes | None, value: bytes | None, headers: Sequen
     return n + headers_size_estimate(headers) if headers else n
 
 
+class _Closed:
+    """The parts of a closed builder: appending fails with a clear error (at no cost to open ones)."""
+
+    def extend(self, _parts: object) -> None:
+        raise ValueError("the batch is closed: it takes no more records")
+
+
+_CLOSED = _Closed()
+
+
 class BatchBuilder:
     """Accumulates records, encoded as appended, and builds one RecordBatch v2.
 
@@ -82,7 +92,7 @@ class BatchBuilder:
     __slots__ = (
         "compression", "producer_id", "producer_epoch", "base_sequence", "transactional", "control",
         "timestamp_type", "partition_leader_epoch", "delete_horizon_ms",
-        "parts", "body", "count", "base_ts", "max_ts", "last_delta",
+        "parts", "body", "count", "base_ts", "max_ts", "gapped", "_last_delta",
     )
 
     def __init__(
@@ -107,12 +117,13 @@ class BatchBuilder:
         self.timestamp_type = timestamp_type
         self.partition_leader_epoch = partition_leader_epoch
         self.delete_horizon_ms = delete_horizon_ms
-        self.parts: list[bytes] | None = []
+        self.parts: list[bytes] | _Closed = []
         self.body: bytes | None = None
         self.count = 0
         self.base_ts = NO_TIMESTAMP if delete_horizon_ms is None else delete_horizon_ms
         self.max_ts = NO_TIMESTAMP
-        self.last_delta = -1
+        self.gapped = False  # a record was given its offset delta: ``_last_delta`` holds the last one
+        self._last_delta = -1
 
     def __len__(self) -> int:
         return self.count
@@ -122,7 +133,7 @@ class BatchBuilder:
         """The uncompressed batch size so far."""
         if self.body is not None:
             return HEADER_SIZE + len(self.body)
-        assert self.parts is not None
+        assert isinstance(self.parts, list)
         return HEADER_SIZE + sum(map(len, self.parts))
 
     def append(
@@ -131,31 +142,26 @@ class BatchBuilder:
         key: bytes | None = None,
         timestamp: int | None = None,
         headers: Sequence[Header] | None = None,
-        offset_delta: int | None = None,
     ) -> int:
-        """Encode a record; return its offset delta (the next one unless ``offset_delta`` is given,
-        which must be above every delta so far: a compacted batch keeps its original offsets)."""
-        parts = self.parts
-        if parts is None:
-            raise ValueError("the batch is closed: it takes no more records")
+        """Encode a record at the next offset delta; return that delta. The producer's hot path: one
+        call per record, every varint from the table."""
+        if self.gapped:
+            return self.append_with_offset(self.last_delta + 1, value, key, timestamp, headers)
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         table = ZIGZAG
-        if offset_delta is None:
-            delta = self.last_delta + 1
-        elif offset_delta <= self.last_delta:
-            raise ValueError(f"offset delta {offset_delta} is not above the previous one ({self.last_delta})")
-        else:
-            delta = offset_delta
-        if self.count == 0 and self.delete_horizon_ms is None:
-            self.base_ts = self.max_ts = timestamp
-            tdb = _ZERO
-        else:
+        i = self.count
+        if i:
             td = timestamp - self.base_ts
             tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
             if timestamp > self.max_ts:
                 self.max_ts = timestamp
-        odb = table[delta] if delta < 65536 else encode_zigzag(delta)
+        elif self.delete_horizon_ms is None:
+            self.base_ts = self.max_ts = timestamp
+            tdb = _ZERO
+        else:
+            return self.append_with_offset(0, value, key, timestamp, headers)
+        odb = table[i] if i < 65536 else encode_zigzag(i)
         if key is None:
             kb, key, klen = MINUS_ONE, b"", 0
         else:
@@ -168,11 +174,44 @@ class BatchBuilder:
             vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
         hb = encode_headers(headers) if headers else _ZERO
         body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
-        parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb, key,
-                      vb, value, hb))
+        self.parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb,
+                           key, vb, value, hb))
+        self.count = i + 1
+        return i
+
+    def append_with_offset(
+        self,
+        offset_delta: int,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[Header] | None = None,
+    ) -> int:
+        """Encode a record at ``offset_delta``, which must be above every delta so far (a compacted batch
+        keeps its records' original offsets, with gaps); return it."""
+        last = self.last_delta
+        if offset_delta <= last:
+            raise ValueError(f"offset delta {offset_delta} is not above the previous one ({last})")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        if self.count == 0 and self.delete_horizon_ms is None:
+            self.base_ts = timestamp
+        if timestamp > self.max_ts or self.count == 0:
+            self.max_ts = timestamp
+        hb = encode_headers(headers) if headers else _ZERO
+        kb = MINUS_ONE if key is None else zz(len(key))
+        vb = MINUS_ONE if value is None else zz(len(value))
+        fields = (_ZERO, zz(timestamp - self.base_ts), zz(offset_delta), kb, key or b"", vb, value or b"", hb)
+        self.parts.extend((zz(sum(map(len, fields))), *fields))
         self.count += 1
-        self.last_delta = delta
-        return delta
+        self.gapped = True
+        self._last_delta = offset_delta
+        return offset_delta
+
+    @property
+    def last_delta(self) -> int:
+        """The offset delta of the last record (-1 before the first)."""
+        return self._last_delta if self.gapped else self.count - 1
 
     def extend_columns(
         self,
@@ -190,21 +229,25 @@ class BatchBuilder:
             raise ValueError("record columns differ in length")
         if not n:
             return
-        if (headers is None or not any(headers)) and offset_deltas is None and self.parts is not None:
+        if (headers is None or not any(headers)) and offset_deltas is None and self.body is None:
             self._extend_plain(timestamps, keys, values)
             return
         hdrs = headers if headers is not None else [None] * n
-        deltas = offset_deltas if offset_deltas is not None else [None] * n
-        append = self.append
-        for ts, key, value, h, d in zip(timestamps, keys, values, hdrs, deltas, strict=True):
-            append(value, key, ts, h, d)
+        if offset_deltas is None:
+            append = self.append
+            for ts, key, value, h in zip(timestamps, keys, values, hdrs, strict=True):
+                append(value, key, ts, h)
+            return
+        at = self.append_with_offset
+        for ts, key, value, h, d in zip(timestamps, keys, values, hdrs, offset_deltas, strict=True):
+            at(d, value, key, ts, h)
 
     def _extend_plain(self, timestamps: Sequence[int], keys: Sequence[bytes | None],
                       values: Sequence[bytes | None]) -> None:
         """``extend_columns`` for records without headers in delta order, the common case: a timestamp
         delta is encoded only when the timestamp changes, and each record's nine parts go into the list
         with one ``extend`` (~0.25 µs per record instead of ~0.4)."""
-        assert self.parts is not None
+        assert isinstance(self.parts, list)
         table = ZIGZAG
         n = len(timestamps)
         if self.count == 0 and self.delete_horizon_ms is None:
@@ -240,14 +283,14 @@ class BatchBuilder:
                     vb, value, _ZERO))
         self.max_ts = max_ts
         self.count += n
-        self.last_delta = first + n - 1
+        self._last_delta = first + n - 1
 
     def close(self) -> bytes:
         """Take no more records; join and return the (uncompressed) records section."""
         if self.body is None:
-            assert self.parts is not None
+            assert isinstance(self.parts, list)
             self.body = b"".join(self.parts)
-            self.parts = None
+            self.parts = _CLOSED
         return self.body
 
     def attributes(self) -> int:

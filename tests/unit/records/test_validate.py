@@ -120,7 +120,7 @@ def test_producer_fields_must_be_consistent() -> None:
 def test_offset_deltas_must_be_zero_to_n_minus_one(n: int) -> None:
     b = BatchBuilder()
     for i in range(n):
-        b.append(b"v" * 10, b"k", TS, offset_delta=i if i < n - 1 else n)  # the last one skips a delta
+        b.append_with_offset(i if i < n - 1 else n, b"v" * 10, b"k", TS)  # the last one skips a delta
     with pytest.raises(InvalidRecordError, match=f"record {n - 1}: offset delta {n}, expected {n - 1}"):
         check(forge(b.close(), n, max_ts=TS))
 
