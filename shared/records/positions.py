@@ -49,7 +49,7 @@ class RecordPositions:
         return len(self.offsets)
 
 
-def _varints(arr: np.ndarray, p: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray | int] | None:
+def read_varints(arr: np.ndarray, p: np.ndarray, last: int) -> tuple[np.ndarray, np.ndarray | int] | None:
     """Zigzag varints of up to three bytes at positions ``p``: ``(values, sizes)``, or None if longer."""
     b0 = arr[p].astype(np.int64)
     c0 = b0 >= 0x80
@@ -70,7 +70,7 @@ def _varints(arr: np.ndarray, p: np.ndarray, last: int) -> tuple[np.ndarray, np.
 _MIN_RUN = 8
 
 
-def _walk(data: bytes | memoryview, arr: np.ndarray, start: int, stop: int,
+def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: int,
           count: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Where each record's body starts and ends: ``count`` records from ``start`` must end at ``stop``.
 
@@ -151,7 +151,7 @@ def record_positions(
     if count < MIN_VECTOR_RECORDS or stop - start < count * 7:
         return None
     arr = np.frombuffer(data, np.uint8)
-    walked = _walk(data, arr, start, stop, count)
+    walked = walk_lengths(data, arr, start, stop, count)
     if walked is None:
         return None
     s, e = walked
@@ -162,7 +162,7 @@ def record_positions(
     p = s + 1  # the attributes byte is unused
     fields = []
     for _ in range(3):  # timestamp delta, offset delta, key length
-        got = _varints(arr, np.minimum(p, last), last)
+        got = read_varints(arr, np.minimum(p, last), last)
         if got is None:
             return None
         fields.append(got[0])
@@ -170,7 +170,7 @@ def record_positions(
     ts_delta, off_delta, key_len = fields
     key_start = p
     key_end = key_start + np.maximum(key_len, 0)
-    got = _varints(arr, np.minimum(key_end, last), last)
+    got = read_varints(arr, np.minimum(key_end, last), last)
     if got is None:
         return None
     value_len, size = got

@@ -32,7 +32,7 @@ from shared.records.header import (
     NO_SEQUENCE,
     BatchHeader,
 )
-from shared.records.positions import record_positions
+from shared.records.positions import MIN_VECTOR_RECORDS, read_varints, walk_lengths
 from shared.records.varint import decode_zigzag
 
 #: Attribute bits a client may set: codec, transactional (bit 3 LogAppendTime and bits 5-6 are the
@@ -87,81 +87,197 @@ def validate_produced(buf: bytes | bytearray | memoryview, pos: int, h: BatchHea
 def check_records(h: BatchHeader, data: bytes | memoryview, start: int, stop: int) -> None:
     """Every record of ``data[start:stop]`` against the header's count and maxTimestamp."""
     count = h.records_count
-    found = record_positions(data, start, stop, count, 0, h.base_timestamp, None)
-    if found is not None:
-        wrong = np.flatnonzero(found.offsets != np.arange(count, dtype=np.int64))
-        if len(wrong):
-            i = int(wrong[0])
-            raise InvalidRecordError(f"record {i}: offset delta {int(found.offsets[i])}, expected {i}")
-        max_ts = int(found.timestamps.max())
-        if max_ts != h.max_timestamp:
-            raise InvalidRecordError(_max_ts_message(h.max_timestamp, max_ts))
-        return
-    max_ts = walk_records(data, start, stop, count, h.base_timestamp)
+    max_delta = _vector_check(data, start, stop, count) if count >= MIN_VECTOR_RECORDS else None
+    if max_delta is None:  # not the common shape, or something is wrong: this walk names it
+        max_ts = walk_records(data, start, stop, count, h.base_timestamp)
+    else:
+        max_ts = h.base_timestamp + max_delta
     if max_ts != h.max_timestamp:
-        raise InvalidRecordError(_max_ts_message(h.max_timestamp, max_ts))
+        raise InvalidRecordError(f"the batch's maxTimestamp {h.max_timestamp} is not its records' max "
+                                 f"timestamp {max_ts}")
 
 
-def _max_ts_message(batch_max: int, records_max: int) -> str:
-    return f"the batch's maxTimestamp {batch_max} is not its records' max timestamp {records_max}"
+def _vector_check(data: bytes | memoryview, start: int, stop: int, count: int) -> int | None:
+    """The records' max timestamp delta when ``count`` plain records (no headers, varints of at most three
+    bytes) fill ``data[start:stop]`` exactly with offset deltas 0..count-1; None otherwise.
+
+    The record boundaries come from the run-following walk of ``positions``; then each field's varint is
+    read for all records at once. Every record must end exactly at its boundary after a zero header
+    count, so no field can reach outside its record."""
+    arr = np.frombuffer(data, np.uint8)
+    walked = walk_lengths(data, arr, start, stop, count)
+    if walked is None:
+        return None
+    body, end = walked
+    last = len(arr) - 1
+    p = body + 1  # the attributes byte is unused
+    fields = []
+    for _ in range(4):  # timestamp delta, offset delta, key length, value length (the key between)
+        got = read_varints(arr, np.minimum(p, last), last)
+        if got is None:
+            return None
+        value, size = got
+        p = p + size
+        if len(fields) == 2:  # the key length: skip the key
+            if (value < -1).any():
+                return None
+            p = p + np.maximum(value, 0)
+        fields.append(value)
+    ts_delta, offset_delta, _, value_len = fields
+    if (value_len < -1).any():
+        return None
+    p = p + np.maximum(value_len, 0)
+    if arr[np.minimum(p, last)].any():  # headers: the same count in every record, or the walk below
+        p = _vector_headers(arr, p, last)
+        if p is None:
+            return None
+    else:
+        p = p + 1
+    if not (p == end).all():
+        return None
+    if not (offset_delta == np.arange(count, dtype=np.int64)).all():
+        return None  # the record-by-record walk names the first wrong one
+    return int(ts_delta.max())
+
+
+#: Records with more headers each than this are walked record by record.
+_MAX_VECTOR_HEADERS = 16
+
+
+def _vector_headers(arr: np.ndarray, p: np.ndarray, last: int) -> np.ndarray | None:
+    """Skip the headers at ``p`` when every record has the same count (at most ``_MAX_VECTOR_HEADERS``) and
+    every key is ASCII (so UTF-8); return where they end, or None (the record-by-record walk decides)."""
+    got = read_varints(arr, np.minimum(p, last), last)
+    if got is None:
+        return None
+    counts, size = got
+    n = int(counts[0])
+    if not 0 < n <= _MAX_VECTOR_HEADERS or not (counts == n).all():
+        return None
+    p = p + size
+    for _ in range(n):
+        got = read_varints(arr, np.minimum(p, last), last)
+        if got is None:
+            return None
+        key_len, size = got
+        if (key_len < 0).any():
+            return None
+        p = p + size
+        total = int(key_len.sum())
+        if total:  # every key byte below 0x80
+            first = np.cumsum(key_len) - key_len
+            idx = np.repeat(p - first, key_len) + np.arange(total, dtype=np.int64)
+            if (arr[np.minimum(idx, last)] >= 0x80).any():
+                return None
+        p = p + key_len
+        got = read_varints(arr, np.minimum(p, last), last)
+        if got is None:
+            return None
+        value_len, size = got
+        if (value_len < -1).any():
+            return None
+        p = p + size + np.maximum(value_len, 0)
+    return p
 
 
 def walk_records(data: bytes | memoryview, start: int, stop: int, count: int, base_ts: int) -> int:
-    """Walk ``count`` records record by record; return their max timestamp. Raises naming the record."""
+    """Walk ``count`` records record by record; return their max timestamp. Raises naming the record.
+
+    One-byte varints (and two-byte value lengths) are decoded inline, as the decoder does; a field
+    that reads past its record is caught by the end-of-record check before anything else is read."""
     pos = start
-    max_ts = -(2**63)
-    for i in range(count):
-        try:
-            pos, ts = _walk_record(data, pos, stop, i)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(f"record {i}: {exc.args[0]}") from None
-        ts += base_ts
-        if ts > max_ts:
-            max_ts = ts
+    max_td: int | None = None
+    i = 0
+    try:
+        for i in range(count):
+            pos, td = _walk_record(data, pos, stop, i)
+            if max_td is None or td > max_td:
+                max_td = td
+    except IndexError:
+        raise CorruptRecordError(f"record {i}: runs past the end of the batch") from None
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"record {i}: {exc.args[0]}") from None
     if pos != stop:
         raise CorruptRecordError(f"{stop - pos} bytes after the last record ({count} records)")
-    return max_ts
-
-
-def _varint(data: bytes | memoryview, pos: int, end: int, what: str) -> tuple[int, int]:
-    value, after = decode_zigzag(data, pos)
-    if after > end:
-        raise CorruptRecordError(f"{what} runs past the end of the record")
-    return value, after
+    return base_ts + (max_td or 0)
 
 
 def _walk_record(data: bytes | memoryview, pos: int, stop: int, i: int) -> tuple[int, int]:
     """One record at ``pos``: return where it ends and its timestamp delta."""
-    length, pos = _varint(data, pos, stop, "the record length")
+    dz = decode_zigzag
+    b = data[pos]
+    if b < 0x80:
+        length = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        length, pos = dz(data, pos)
     end = pos + length
     if length < 1 or end > stop:
         raise CorruptRecordError(f"length {length} does not fit in the {stop - pos} bytes left")
-    pos += 1  # the record's attributes byte (unused)
-    ts_delta, pos = _varint(data, pos, end, "the timestamp delta")
-    delta, pos = _varint(data, pos, end, "the offset delta")
+    b = data[pos + 1]  # after the unused attributes byte
+    if b < 0x80:
+        td = (b >> 1) ^ -(b & 1)
+        pos += 2
+    else:
+        td, pos = dz(data, pos + 1)
+    b = data[pos]
+    if b < 0x80:
+        delta = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        delta, pos = dz(data, pos)
     if delta != i:
         raise InvalidRecordError(f"record {i}: offset delta {delta}, expected {i}")
     for what in ("key", "value"):
-        n, pos = _varint(data, pos, end, f"the {what} length")
-        if n < -1 or pos + max(n, 0) > end:
+        b = data[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = dz(data, pos)
+        if n < -1 or (n > 0 and pos + n > end):
             raise CorruptRecordError(f"{what} length {n} does not fit in the record")
-        pos += max(n, 0)
-    n_headers, pos = _varint(data, pos, end, "the header count")
-    if n_headers < 0 or n_headers > end - pos:
-        raise CorruptRecordError(f"invalid header count {n_headers}")
-    for _ in range(n_headers):
-        klen, pos = _varint(data, pos, end, "a header key length")
+        if n > 0:
+            pos += n
+    if pos >= end:
+        raise CorruptRecordError("the fields run past the end of the record")
+    if data[pos] == 0:
+        pos += 1
+    else:
+        pos = _walk_headers(data, pos, end)
+    if pos != end:
+        raise CorruptRecordError(f"its fields end {end - pos:+d} bytes from where its length says")
+    return end, td
+
+
+def _walk_headers(data: bytes | memoryview, pos: int, end: int) -> int:
+    """A record's header count and headers at ``pos``: keys are UTF-8, lengths within the record."""
+    dz = decode_zigzag
+    count, pos = dz(data, pos)
+    if count < 0 or count > end - pos:
+        raise CorruptRecordError(f"invalid header count {count}")
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = dz(data, pos)
         if klen < 0 or pos + klen > end:
             raise CorruptRecordError(f"header key length {klen} does not fit in the record")
         try:
-            bytes(data[pos:pos + klen]).decode("utf-8")
+            str(data[pos:pos + klen], "utf-8")
         except UnicodeDecodeError:
             raise CorruptRecordError("a header key is not valid UTF-8") from None
         pos += klen
-        vlen, pos = _varint(data, pos, end, "a header value length")
-        if vlen < -1 or pos + max(vlen, 0) > end:
+        b = data[pos]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            vlen, pos = dz(data, pos)
+        if vlen < -1 or pos + vlen > end:
             raise CorruptRecordError(f"header value length {vlen} does not fit in the record")
-        pos += max(vlen, 0)
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left inside the record after its fields")
-    return end, ts_delta
+        if vlen > 0:
+            pos += vlen
+    return pos

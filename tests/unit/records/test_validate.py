@@ -172,3 +172,33 @@ def test_the_topic_codec_is_applied_on_append(tmp_path, topic_codec: str, expect
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (3, 1, 9)
     assert [(r.timestamp, r.key, r.value, list(r.headers)) for r in iter_records(data)] == [
         (ts, k, v, list(h or [])) for ts, k, v, h in sent]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from shared.records.validate import _vector_check, walk_records  # noqa: E402
+
+header_sets = st.one_of(st.none(), st.just([("trace", b"t")]), st.just([("a", None), ("\u00e9", b"x" * 200)]))
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.integers(16, 60), header_sets, st.integers(0, 200), st.lists(st.tuples(st.integers(0, 10**6),
+       st.integers(0, 255)), max_size=3), st.booleans())
+def test_the_vector_walk_accepts_only_what_the_record_walk_accepts(n, hs, size, flips, vary) -> None:
+    """Whatever bytes it is given, the vectorised check never accepts a section the record-by-record walk
+    refuses, and agrees with it on the max timestamp."""
+    recs = [(TS + (i * 7919) % 3000, b"k" * (i % 3), b"v" * (size + (i % 5 if vary else 0)), hs) for i in range(n)]
+    section = bytearray(body_of(encode_batch(recs)))
+    for at, byte in flips:
+        section[at % len(section)] = byte
+    data = bytes(section)
+    fast = _vector_check(data, 0, len(data), n)
+    try:
+        slow = walk_records(data, 0, len(data), n, TS) - TS
+    except (CorruptRecordError, InvalidRecordError):
+        assert fast is None, "the vector check accepted a section the record walk refuses"
+        return
+    assert fast is None or fast == slow
+    if not flips and all(k.isascii() for k, _ in hs or []):
+        assert fast is not None, "a well-formed batch with ASCII header keys takes the vector path"
