@@ -12,19 +12,19 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.tidelog_source.options import SourceOptions
 from pipelines.tidelog_source.source import RangePartition, read_partition
 from shared.cli.dump_log import describe_file
+from shared.cli.main import cli
 from shared.client import Admin, Consumer, TopicPartition
 from shared.errors import ErrorCode, UnreadableBatchError
 from shared.proto import tidelog_pb2 as pb
@@ -33,7 +33,7 @@ from shared.records.builder import encode_batch
 from shared.records.compression import CompressionType
 from shared.records.decoder import decode_batch
 from shared.records.header import crc32c, iter_batches, pack_header
-from tests.conftest import REPO, wait_for
+from tests.conftest import start_cluster, wait_for
 
 TS = 1_700_000_000_000
 #: What a refused batch may be answered with.
@@ -103,8 +103,9 @@ def partition_dir(cluster, topic: str) -> str:
 
 
 def stop_broker(cluster) -> None:
+    """kill -9: the appended data is in the page cache; recovery on restart checks the segments."""
     proc = cluster.proc("broker", 1)
-    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, signal.SIGKILL)
     if proc.popen is not None:
         proc.popen.wait(30)
 
@@ -122,13 +123,16 @@ def read_whole_log(directory: str) -> int:
     return n
 
 
-@pytest.fixture
-def one_broker(make_cluster):
-    cluster = make_cluster(brokers=1, controllers=1, coordinators=0, cleaners=0, quotas=0)
+@pytest.fixture(scope="module")
+def one_broker(tmp_path_factory):
+    """One small cluster (1 broker, 1 controller) for the whole module: each test uses its own topics."""
+    cluster = start_cluster(str(tmp_path_factory.mktemp("poison")), brokers=1, controllers=1, coordinators=0,
+                            cleaners=0, quotas=0)
     address = cluster.procs("broker")[0].address
     admin = Admin(address)
     yield cluster, address, admin
     admin.close()
+    cluster.lc.stop()
 
 
 def test_fuzzed_batches_get_a_clean_error_or_read_back_and_recovery_finds_the_log_valid(one_broker) -> None:
@@ -175,6 +179,22 @@ def test_fuzzed_batches_get_a_clean_error_or_read_back_and_recovery_finds_the_lo
     assert read_whole_log(directory) == accepted[0] + 3  # recovery kept every batch
 
 
+def test_the_topic_compression_type_is_applied_by_the_broker(one_broker) -> None:
+    """compression.type=zstd: a gzip batch is stored recompressed with zstd (as Kafka's broker does); the
+    records, timestamps and offsets are unchanged. ``producer`` keeps the producer's codec."""
+    _, address, admin = one_broker
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
+    for codec, expected in (("zstd", CompressionType.ZSTD), ("producer", CompressionType.GZIP)):
+        topic = f"codec-{codec}-{uuid.uuid4().hex[:6]}"
+        admin.create_topic(topic, partitions=1, configs={"compression.type": codec})
+        sent = BASES[2]  # gzip
+        assert produce(stub, topic, sent).error_code == 0
+        header, records = decode_batch(fetch(stub, topic, 0))
+        assert header.compression == expected
+        assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
+            (r.offset, r.timestamp, r.key, r.value) for r in decode_batch(sent)[1]]
+
+
 def poison(base_offset: int, count: int = 3) -> bytes:
     """A batch with a correct CRC over records no decoder can read (the broker refuses it over the wire)."""
     body = b"\x7f" * 64
@@ -213,21 +233,20 @@ def test_readers_name_the_batch_they_cannot_read(one_broker, tmp_path) -> None:
     assert [r.value for r in wait_for(lambda: consumer.poll(500), 20, what="the record after")] == [b"after"]
     consumer.close()
 
-    cli = [sys.executable, "-m", "shared.cli.main"]
-    run = subprocess.run([*cli, "consume", topic, "--from-beginning", "--timeout-ms", "3000",
-                          "--bootstrap-server", address], capture_output=True, cwd=REPO, timeout=60)
-    assert run.returncode != 0
-    assert run.stdout.decode().splitlines() == [f"before-{i}" for i in range(5)]
-    assert f"offset 5 of {topic}-0" in run.stderr.decode()
+    runner = CliRunner()
+    run = runner.invoke(cli, ["consume", topic, "--from-beginning", "--timeout-ms", "3000", "--bootstrap-server",
+                              address])
+    assert run.exit_code != 0
+    assert run.stdout.splitlines() == [f"before-{i}" for i in range(5)]
+    assert f"offset 5 of {topic}-0" in run.stderr
 
-    dump = subprocess.run([*cli, "dump-log", directory], capture_output=True, cwd=REPO, timeout=60)
-    assert dump.returncode != 0
-    out = dump.stdout.decode()
-    assert "baseOffset: 5 lastOffset: 7" in out and "| records error:" in out and "payload: after" in out
+    dump = runner.invoke(cli, ["dump-log", directory])
+    assert dump.exit_code != 0
+    assert "baseOffset: 5 lastOffset: 7" in dump.stdout and "| records error:" in dump.stdout
+    assert "payload: after" in dump.stdout
     not_a_segment = tmp_path / "notes.log"
     not_a_segment.write_bytes(b"this is not a segment file\n" * 5)
-    assert subprocess.run([*cli, "dump-log", str(not_a_segment)], capture_output=True, cwd=REPO,
-                          timeout=60).returncode != 0
+    assert runner.invoke(cli, ["dump-log", str(not_a_segment)]).exit_code != 0
     assert [e for e in describe_file(str(not_a_segment)) if "error" in e]
 
     opts = SourceOptions(bootstrap_servers=address)
