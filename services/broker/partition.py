@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
-from services.broker.log.partition_log import validate_produce
+from services.broker.log.validation import validate_produce
 from services.broker.producer_state import ProducerStateManager
 from shared.errors import (
     CorruptRecordError,

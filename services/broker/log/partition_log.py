@@ -23,20 +23,17 @@ from dataclasses import dataclass
 
 from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
+from services.broker.log.validation import validate_batches, validate_produce
 from shared.config import LogConfig
-from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from shared.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
 from shared.records.decoder import decode_batch
 from shared.records.header import (
-    HEADER_SIZE,
     BatchHeader,
-    check_batch,
     cut_below,
     offset_fields,
     set_base_offset,
     set_log_append_time,
 )
-from shared.records.recompress import needs_recompression, recompress, target_codec
-from shared.records.validate import validate_produced
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 RECOVERY_POINT_FILE = "recovery-point"
@@ -90,64 +87,6 @@ def _read_checkpoint(directory: str, name: str) -> int | None:
             return int(f.read().strip())
     except (FileNotFoundError, ValueError):
         return None
-
-
-def validate_batches(
-    records: bytes | bytearray | memoryview, max_message_bytes: int, *, from_producer: bool
-) -> list[tuple[int, BatchHeader]]:
-    """Check every batch of a produce/replication payload before anything is written.
-
-    The payload must be one or more whole, valid v2 batches and nothing else.
-    Raises ``CorruptRecordError`` or ``RecordTooLargeError`` for the whole payload.
-    """
-    n = len(records)
-    if n == 0:
-        raise CorruptRecordError("empty record set")
-    out: list[tuple[int, BatchHeader]] = []
-    pos = 0
-    while pos < n:
-        if n - pos < HEADER_SIZE:
-            raise CorruptRecordError(f"{n - pos} trailing bytes are not a whole batch")
-        header = check_batch(records, pos)
-        if header.size > max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {header.size} bytes exceeds max.message.bytes={max_message_bytes}"
-            )
-        if from_producer and header.records_count != header.last_offset_delta + 1:
-            raise CorruptRecordError(
-                f"batch has {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
-            )
-        if from_producer and header.records_count == 0:
-            raise CorruptRecordError("batch without records")
-        out.append((pos, header))
-        pos += header.size
-    return out
-
-
-def validate_produce(
-    records: bytes | bytearray | memoryview, config: LogConfig
-) -> tuple[memoryview, list[tuple[int, BatchHeader]]]:
-    """Check a produce payload as Kafka's LogValidator does, before anything is written: the batch
-    headers and CRCs, then every record of every batch (``shared.records.validate``). Batches whose codec
-    differs from the topic's ``compression.type`` are recompressed. Returns the payload to append (the
-    same bytes unless something was recompressed) and its batches; raises for the whole payload."""
-    view = memoryview(records)
-    batches = validate_batches(view, config.max_message_bytes, from_producer=True)
-    target = target_codec(config.extra.get("compression.type"))
-    parts: list[bytes | memoryview] = []
-    changed = False
-    for pos, h in batches:
-        section, start, stop = validate_produced(view, pos, h)
-        if needs_recompression(h, target):
-            assert target is not None
-            parts.append(recompress(h, bytes(section[start:stop]), target))
-            changed = True
-        else:
-            parts.append(view[pos:pos + h.size])
-    if not changed:
-        return view, batches
-    out = memoryview(b"".join(parts))
-    return out, validate_batches(out, config.max_message_bytes, from_producer=True)
 
 
 class PartitionLog:
@@ -277,7 +216,7 @@ class PartitionLog:
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader at the leader's offsets."""
         view = memoryview(records)
-        batches = validate_batches(view, max(self.config.max_message_bytes, 2**31 - 1), from_producer=False)
+        batches = validate_batches(view, max(self.config.max_message_bytes, 2**31 - 1))
         expected = self.log_end_offset
         index_info: list[tuple[int, int, int, int]] = []
         max_ts = -1

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from services.broker.log import PartitionLog
-from services.broker.log.partition_log import validate_produce
+from services.broker.log.validation import validate_produce
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, TidelogError
 from shared.records.builder import BatchBuilder, encode_batch
