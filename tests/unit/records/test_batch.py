@@ -193,7 +193,7 @@ def test_records_that_disagree_with_their_count_are_corrupt() -> None:
         decode_batch(bytes(data))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
 def test_random_bytes_only_ever_raise_corrupt_record_error(data: bytes) -> None:
     try:
@@ -203,7 +203,7 @@ def test_random_bytes_only_ever_raise_corrupt_record_error(data: bytes) -> None:
         pass
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=300), st.integers(0, 10_000))
 def test_garbled_valid_batches_fail_cleanly(noise: bytes, where: int) -> None:
     data = bytearray(encode_batch(_sample_records(6, 30)))
@@ -225,7 +225,7 @@ record_st = st.tuples(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(record_st, min_size=1, max_size=40),
     st.sampled_from(ALL_COMPRESSION),

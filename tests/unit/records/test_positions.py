@@ -29,7 +29,7 @@ def positions_of(data: bytes):
                                              header.base_timestamp, None)
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plain_record, min_size=MIN_VECTOR_RECORDS, max_size=60), st.integers(0, 2**40))
 def test_batches_of_plain_records_take_the_fast_path_and_decode_exactly(records, base_offset) -> None:
     data = encode_batch(records, base_offset=base_offset)
@@ -59,7 +59,7 @@ def test_headers_small_batches_and_huge_values_use_the_record_by_record_decoder(
     assert decode_records(header, section)[-1].value == b"x" * (1 << 21)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=40), st.integers(0, 100_000))
 @example(noise=b"\x80" * 10, where=0)  # a length varint longer than 10 bytes
 def test_a_damaged_section_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
@@ -107,7 +107,7 @@ def _run_records(spec, base_ts: int = 10_000) -> list:
     return out
 
 
-@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(runs)
 def test_runs_of_equal_length_records_are_followed_exactly(spec) -> None:
     """Runs of one record length (fixed-size payloads) are walked with numpy; mixed with short runs."""
@@ -120,7 +120,7 @@ def test_runs_of_equal_length_records_are_followed_exactly(spec) -> None:
     assert decode_records(header, section) == expected == decode_records_scalar(header, section, R)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=1, max_size=6), st.integers(0, 1_000_000))
 @example(noise=b"\x80" * 6, where=0)
 def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, where: int) -> None:
@@ -144,7 +144,7 @@ def test_a_damaged_run_is_never_accepted_by_the_fast_path_alone(noise: bytes, wh
 key_runs = st.lists(st.tuples(st.integers(8, 90), st.integers(0, 400), st.binary(max_size=8)), min_size=1, max_size=4)
 
 
-@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key_runs, st.integers(0, 2**40))
 def test_keys_and_values_cut_by_runs_of_one_layout_are_exact(spec, base_offset) -> None:
     """Records sharing a layout are cut by one struct format per run; offset deltas of one and two
