@@ -27,7 +27,7 @@ from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhas
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.produce_wire import encode_produce_request
-from shared.records.builder import BatchBuilder, headers_size_estimate
+from shared.records.builder import BatchBuilder, encode_headers
 from shared.records.compression import CompressionType
 from shared.records.header import HEADER_SIZE
 from shared.records.record import Header
@@ -367,9 +367,10 @@ class Producer:
         tp = tps[partition]
         if timestamp is None:
             timestamp = int(_time() * 1000)
-        size = 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        if headers:  # an upper bound of the record's size, as Kafka estimates
-            size += headers_size_estimate(headers)
+        # An upper bound of the record's size, as Kafka estimates. Headers are encoded here, before the
+        # accumulator is touched: bad headers fail this call and nothing else.
+        hb = encode_headers(headers) if headers else b"\x00"
+        size = 21 + len(hb) + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         acc = self.accumulator
         if acc.buffered > acc.buffer_memory:
             acc.wait_for_space(self.max_block_s)
@@ -382,7 +383,7 @@ class Producer:
                 if batch is not None and not batch.sealed:
                     batch.close()  # full: join it here, where its records are still in this CPU's cache
                 batch = acc.new_batch(tp)
-            i = batch.records.append(value, key, timestamp, headers)
+            i = batch.records.append(value, key, timestamp, hb if headers else None)
             batch.size += size
             acc.buffered += size
         if new:

@@ -141,14 +141,16 @@ class BatchBuilder:
         value: bytes | None,
         key: bytes | None = None,
         timestamp: int | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Sequence[Header] | bytes | None = None,
     ) -> int:
         """Encode a record at the next offset delta; return that delta. The producer's hot path: one
-        call per record, every varint from the table."""
+        call per record, every varint from the table. ``headers`` may come already encoded (bytes from
+        ``encode_headers``). A record that cannot be encoded raises before the batch changes."""
         if self.gapped:
             return self.append_with_offset(self.last_delta + 1, value, key, timestamp, headers)
         if timestamp is None:
             timestamp = int(time.time() * 1000)
+        hb = (headers if isinstance(headers, bytes) else encode_headers(headers)) if headers else _ZERO
         table = ZIGZAG
         i = self.count
         if i:
@@ -172,7 +174,6 @@ class BatchBuilder:
         else:
             vlen = len(value)
             vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
-        hb = encode_headers(headers) if headers else _ZERO
         body_len = 1 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
         self.parts.extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb,
                            key, vb, value, hb))
@@ -185,7 +186,7 @@ class BatchBuilder:
         value: bytes | None,
         key: bytes | None = None,
         timestamp: int | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: Sequence[Header] | bytes | None = None,
     ) -> int:
         """Encode a record at ``offset_delta``, which must be above every delta so far (a compacted batch
         keeps its records' original offsets, with gaps); return it."""
@@ -194,14 +195,14 @@ class BatchBuilder:
             raise ValueError(f"offset delta {offset_delta} is not above the previous one ({last})")
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        if self.count == 0 and self.delete_horizon_ms is None:
-            self.base_ts = timestamp
-        if timestamp > self.max_ts or self.count == 0:
-            self.max_ts = timestamp
-        hb = encode_headers(headers) if headers else _ZERO
+        hb = (headers if isinstance(headers, bytes) else encode_headers(headers)) if headers else _ZERO
         kb = MINUS_ONE if key is None else zz(len(key))
         vb = MINUS_ONE if value is None else zz(len(value))
-        fields = (_ZERO, zz(timestamp - self.base_ts), zz(offset_delta), kb, key or b"", vb, value or b"", hb)
+        base_ts = timestamp if self.count == 0 and self.delete_horizon_ms is None else self.base_ts
+        fields = (_ZERO, zz(timestamp - base_ts), zz(offset_delta), kb, key or b"", vb, value or b"", hb)
+        self.base_ts = base_ts
+        if timestamp > self.max_ts or self.count == 0:
+            self.max_ts = timestamp
         self.parts.extend((zz(sum(map(len, fields))), *fields))
         self.count += 1
         self.gapped = True

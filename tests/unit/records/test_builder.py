@@ -76,3 +76,13 @@ def test_columns_and_appends_make_the_same_bytes() -> None:
     two.extend_columns([r[0] for r in rows[:20]], [r[1] for r in rows[:20]], [r[2] for r in rows[:20]])
     two.extend_columns([r[0] for r in rows[20:]], [r[1] for r in rows[20:]], [r[2] for r in rows[20:]])
     assert two.build() == encode_batch(rows)
+
+
+def test_a_record_that_cannot_be_encoded_leaves_the_batch_unchanged() -> None:
+    b = BatchBuilder()
+    b.append(b"v", None, 100)
+    with pytest.raises((TypeError, AttributeError)):
+        b.append(b"v", None, 999, headers=[(b"not-a-str", b"x")])  # type: ignore[list-item]
+    assert (b.count, b.max_ts) == (1, 100)
+    h, records = decode_batch(b.build())
+    assert h.max_timestamp == 100 and len(records) == 1
