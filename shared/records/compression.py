@@ -88,12 +88,6 @@ def _lz4_compress(data: bytes) -> bytes:
 _ZSTD_C = zstandard.ZstdCompressor()
 
 
-def _zstd_decompress(data: bytes) -> bytes:
-    # Frames written by streaming compressors carry no content size; read them as streams.
-    dctx = zstandard.ZstdDecompressor()
-    return dctx.decompressobj().decompress(data)
-
-
 def compress(kind: CompressionType, data: bytes) -> bytes:
     if kind == CompressionType.NONE:
         return data
@@ -108,23 +102,88 @@ def compress(kind: CompressionType, data: bytes) -> bytes:
     raise ValueError(f"unsupported compression type {kind}")
 
 
-def decompress(kind: int, data: bytes) -> bytes:
-    """Decompress a batch's records section; any codec failure is a CorruptRecordError."""
+#: A produced batch may not decompress to more than this (or 32x its compressed size, if larger):
+#: a few KiB of zeros compress to bytes, and the broker decompresses every produced batch.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+
+
+def decompress(kind: int, data: bytes, limit: int | None = None) -> bytes:
+    """Decompress a batch's records section; any codec failure is a CorruptRecordError.
+
+    With ``limit`` (the broker, on untrusted produced batches), more than that many bytes of output is
+    a CorruptRecordError too, found while decompressing, before the output is all in memory. Readers
+    use the same code without a limit, so what the broker accepts every reader can decompress."""
+    bound = -1 if limit is None else limit
     try:
         if kind == CompressionType.GZIP:
-            return gzip.decompress(data)
-        if kind == CompressionType.SNAPPY:
-            return _snappy_decompress(data)
-        if kind == CompressionType.LZ4:
-            return lz4.frame.decompress(data)
-        if kind == CompressionType.ZSTD:
-            return _zstd_decompress(data)
-        if kind == CompressionType.NONE:
+            out = _gzip_bounded(data, bound)
+        elif kind == CompressionType.SNAPPY:
+            out = _snappy_decompress(data)  # at most ~32x its input per block, by construction of the format
+        elif kind == CompressionType.LZ4:
+            out = _lz4_bounded(data, bound)
+        elif kind == CompressionType.ZSTD:
+            out = _zstd_bounded(data, bound)
+        elif kind == CompressionType.NONE:
             return data
+        else:
+            raise CorruptRecordError(f"unknown compression type {kind} in batch attributes")
     except CorruptRecordError:
         raise
     except (OSError, EOFError, zlib.error, RuntimeError, ValueError, zstandard.ZstdError) as exc:
         raise CorruptRecordError(f"cannot decompress {CompressionType(kind).name} records: {exc}") from exc
     except Exception as exc:  # cramjam raises its own DecompressionError type
         raise CorruptRecordError(f"cannot decompress records: {exc}") from exc
-    raise CorruptRecordError(f"unknown compression type {kind} in batch attributes")
+    if limit is not None and len(out) > limit:
+        raise CorruptRecordError(f"records decompress to more than {limit} bytes")
+    return out
+
+
+def produced_limit(compressed_size: int) -> int:
+    """How large a produced batch's records may decompress to."""
+    return max(MAX_DECOMPRESSED_BYTES, 32 * compressed_size)
+
+
+def _lz4_bounded(data: bytes, bound: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=bound + 1 if bound >= 0 else -1)
+    if bound >= 0 and len(out) > bound:
+        return out
+    if not d.eof:
+        raise CorruptRecordError("truncated LZ4 frame")
+    if d.unused_data:
+        raise CorruptRecordError(f"{len(d.unused_data)} bytes after the LZ4 frame")
+    return out
+
+
+def _gzip_bounded(data: bytes, bound: int) -> bytes:
+    """Every gzip member of ``data``; stops early once more than ``bound`` bytes came out (-1: no bound)."""
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    if not rest:
+        raise CorruptRecordError("empty gzip stream")
+    while rest:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = d.decompress(rest, bound - total + 1 if bound >= 0 else 0)
+        out.append(chunk)
+        total += len(chunk)
+        if 0 <= bound < total:
+            break
+        if not d.eof:
+            raise CorruptRecordError("truncated gzip stream")
+        rest = d.unused_data
+    return b"".join(out)
+
+
+def _zstd_bounded(data: bytes, bound: int) -> bytes:
+    """One zstd frame (written with or without its content size); stops early past ``bound`` bytes."""
+    out: list[bytes] = []
+    total = 0
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False) as reader:
+        while bound < 0 or total <= bound:
+            chunk = reader.read(1 << 20)
+            if not chunk:
+                break
+            out.append(chunk)
+            total += len(chunk)
+    return b"".join(out)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
-from shared.records.compression import CompressionType, decompress
+from shared.records.compression import CompressionType, decompress, produced_limit
 from shared.records.header import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -70,7 +70,8 @@ def check_produced_header(h: BatchHeader) -> None:
 def produced_section(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> tuple[bytes | memoryview, int, int]:
     """The batch's records section as ``(data, start, stop)``: decompressed, or in place when plain."""
     if h.attributes & ATTR_COMPRESSION_MASK:
-        data = decompress(h.attributes & ATTR_COMPRESSION_MASK, bytes(buf[pos + HEADER_SIZE:pos + h.size]))
+        raw = bytes(buf[pos + HEADER_SIZE:pos + h.size])
+        data = decompress(h.attributes & ATTR_COMPRESSION_MASK, raw, produced_limit(len(raw)))
         return data, 0, len(data)
     return buf, pos + HEADER_SIZE, pos + h.size
 

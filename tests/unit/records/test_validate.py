@@ -202,3 +202,15 @@ def test_the_vector_walk_accepts_only_what_the_record_walk_accepts(n, hs, size, 
     assert fast is None or fast == slow
     if not flips and all(k.isascii() for k, _ in hs or []):
         assert fast is not None, "a well-formed batch with ASCII header keys takes the vector path"
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD],
+                         ids=lambda c: c.name.lower())
+def test_a_decompression_bomb_is_refused_while_decompressing(codec: CompressionType, monkeypatch) -> None:
+    from shared.records import compression
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 20_000)
+    bomb = encode_batch([(TS, None, b"\x00" * 1000, None)] * 1000, compression=codec)  # 1 MB of zeros
+    assert 32 * len(bomb) < 1_000_000
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        check(bomb)
+    check(encode_batch([(TS, None, b"\x00" * 1000, None)] * 10, compression=codec))  # 10 KB: fine
