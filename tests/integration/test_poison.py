@@ -78,9 +78,10 @@ def mutated(draw: st.DrawFn) -> bytes:
         buf[22] = (buf[22] & 0xF8) | draw(st.integers(0, 7))
     elif kind == "garbage":
         buf[61:] = draw(st.binary(min_size=0, max_size=300))
-    if kind != "length" and draw(st.booleans()):
-        return reseal(buf)
-    return bytes(buf)
+    out = reseal(buf) if kind != "length" and draw(st.booleans()) else bytes(buf)
+    if draw(st.integers(0, 4)) == 0:  # behind a valid batch: all or nothing
+        out = draw(st.sampled_from(BASES)) + out
+    return out
 
 
 def produce(stub: pb_grpc.BrokerStub, topic: str, records: bytes) -> pb.ProducePartitionResponse:
@@ -154,10 +155,14 @@ def test_fuzzed_batches_get_a_clean_error_or_read_back_and_recovery_finds_the_lo
             assert r.error_message
             refused[r.error_code] += 1
             return
+        assert r.base_offset == accepted[0], "a refused payload appended something"
         data = fetch(stub, topic, r.base_offset)
-        header, records = decode_batch(data)
-        assert header.base_offset == r.base_offset and len(records) == header.records_count
-        accepted[0] += len(records)
+        n = 0
+        for pos, header in iter_batches(data):  # every batch of this append reads back
+            records = decode_batch(data, pos)[1]
+            assert len(records) == header.records_count and records[0].offset == r.base_offset + n
+            n += len(records)
+        accepted[0] += n
 
     one()
     channel.close()
