@@ -87,10 +87,12 @@ def _check_unchanged(plog: PartitionLog, offered: OfferedJob) -> None:
 
 
 def apply_result(plog: PartitionLog, offered: OfferedJob, cleaned: list[CleanedSegment], map_end: int,
-                 on_step: StepHook = env_fault_hook) -> None:
-    """Check the result against the log and the job, then swap it in (or raise, changing nothing)."""
+                 on_step: StepHook = env_fault_hook, *, verify: bool = True) -> None:
+    """Check the result against the log and the job, then swap it in (or raise, changing nothing).
+    ``verify=False`` when the caller has already run ``verify_result`` on this result."""
     _check_unchanged(plog, offered)
-    verify_result(offered.job, cleaned, map_end)
+    if verify:
+        verify_result(offered.job, cleaned, map_end)
     by_base = {s.base_offset: s for s in offered.segments}
     old = [by_base[b] for c in cleaned for b in c.replaces]
     if old:
