@@ -4,8 +4,11 @@ still visible as tombstones within delete.retention.ms)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import grpc
@@ -71,6 +74,10 @@ def test_a_worker_cleans_the_log_and_the_latest_values_survive(make_cluster) -> 
         assert offsets == sorted(set(offsets)) and len(records) < end / 2
         seen = {r.key: r.value for r in records}
         assert seen == latest  # tombstones still there: delete.retention.ms is a day
+        cli = subprocess.run([sys.executable, "-m", "shared.cli.main", "cleaner", "status", "--bootstrap-server",
+                              broker, "--json"], capture_output=True, text=True, timeout=60, check=True)
+        (report,) = json.loads(cli.stdout)
+        assert report["jobs_done"] >= 1 and report["logs"][0]["log"] == "compacted-0"
     finally:
         admin.close()
 
