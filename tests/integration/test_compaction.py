@@ -107,3 +107,25 @@ def test_a_killed_worker_loses_its_lease_and_another_finishes_the_job(make_clust
         assert {r.key: r.value for r in records} == latest
     finally:
         admin.close()
+
+
+def test_a_broker_killed_mid_swap_recovers_a_valid_log_with_every_latest_value(make_cluster, tmp_path) -> None:
+    env = dict(ENV, TIDELOG_FAULT_SWAP="delete:0", TIDELOG_FAULT_SWAP_ONCE=str(tmp_path / "fired"))
+    c = make_cluster(controllers=1, brokers=1, cleaners=1, coordinators=0, quotas=0, extra_env=env)
+    broker = c.procs("broker")[0].address
+    admin = Admin(broker)
+    try:
+        admin.create_topic("compacted", partitions=1, replication_factor=1, configs=COMPACT)
+        latest = produce_updates(broker, "compacted", rounds=60, keys=20)
+        proc = c.proc("broker", 1)
+        wait_for(lambda: proc.popen.poll() is not None, 30, what="the broker killed mid-swap")
+        assert (tmp_path / "fired").exists()
+        c.restart("broker", 1)
+        done = wait_for(lambda: (s := status(broker)).jobs_done >= 1 and s, 30, what="cleaning after the restart")
+        assert not done.quarantined
+        records = read_from_start(broker, "compacted", 60 * 20)
+        offsets = [r.offset for r in records]
+        assert offsets == sorted(set(offsets)) and len(records) < 60 * 20 / 2
+        assert {r.key: r.value for r in records} == latest
+    finally:
+        admin.close()

@@ -19,7 +19,8 @@ and with every key's latest value in all three cases.
 
 Fault injection: with ``TIDELOG_FAULT_SWAP=<step>`` in the environment, the process kills
 itself with SIGKILL right after that step (names from ``swap_steps``), as a ``kill -9``
-of a broker mid-swap would. Unit tests pass ``on_step`` to stop at a step instead.
+of a broker mid-swap would; ``TIDELOG_FAULT_SWAP_ONCE=<marker file>`` limits that to the
+first time, so a restarted broker can finish. Unit tests pass ``on_step`` instead.
 
 Files only; no networking, no asyncio, no record decoding.
 """
@@ -37,14 +38,23 @@ SWAP = ".swap"
 DELETED = ".deleted"
 SEGMENT_FILES = (".log", ".index", ".timeindex")
 FAULT_ENV = "TIDELOG_FAULT_SWAP"
+FAULT_ONCE_ENV = "TIDELOG_FAULT_SWAP_ONCE"  # a marker file: fire only if it does not exist yet (then create it)
 
 StepHook = Callable[[str], None]
 
 
 def env_fault_hook(step: str) -> None:
-    """Kill this process (SIGKILL, no cleanup) after ``step`` when ``TIDELOG_FAULT_SWAP`` names it."""
-    if os.environ.get(FAULT_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Kill this process (SIGKILL, no cleanup) after ``step`` when ``TIDELOG_FAULT_SWAP`` names it
+    (only the first time, when ``TIDELOG_FAULT_SWAP_ONCE`` names a marker file)."""
+    if os.environ.get(FAULT_ENV) != step:
+        return
+    marker = os.environ.get(FAULT_ONCE_ENV)
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def swap_steps(new_count: int, old_count: int) -> list[str]:
