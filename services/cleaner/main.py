@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 class CleanerSettings(ServiceSettings):
     poll_interval_ms: int = Field(1000, ge=10, le=600_000, description="idle time between rounds without a job")
+    log_cleaner_io_max_bytes_per_second: float | None = Field(
+        None, gt=0, description="log.cleaner.io.max.bytes.per.second: this worker's read+write rate (none: unlimited)")
 
 
 class Cleaner(RegisteredService[CleanerSettings]):
@@ -34,7 +36,7 @@ class Cleaner(RegisteredService[CleanerSettings]):
 
     async def start(self) -> None:
         await super().start()
-        self.loop = WorkerLoop(f"cleaner-{self.instance}")
+        self.loop = WorkerLoop(f"cleaner-{self.instance}", self.settings.log_cleaner_io_max_bytes_per_second)
         self._task = asyncio.create_task(self._run())
 
     async def _broker_addresses(self) -> list[str]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
 import grpc
 
 from services.cleaner.cleaning import CleanJob, CleanResult, SegmentData, clean
+from services.cleaner.throttle import Throttler
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 
@@ -36,14 +39,23 @@ def job_from(resp: cpb.AcquireJobResponse, segments: Iterable[SegmentData]) -> C
                     producer_last_offsets=frozenset(resp.producer_last_offsets))
 
 
-async def read_segments(stub: cgrpc.LogCleanerStub, job_id: str, worker: str) -> list[SegmentData]:
+async def throttle(throttler: Throttler, n: int) -> None:
+    delay = throttler.delay_s(n, time.monotonic())
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def read_segments(stub: cgrpc.LogCleanerStub, job_id: str, worker: str, throttler: Throttler
+                        ) -> list[SegmentData]:
     parts: dict[int, list[bytes]] = {}
     async for chunk in stub.ReadSegments(cpb.ReadSegmentsRequest(job_id=job_id, worker_id=worker)):
         parts.setdefault(chunk.base_offset, []).append(chunk.data)
+        await throttle(throttler, len(chunk.data))
     return [SegmentData(base, b"".join(chunks)) for base, chunks in parts.items()]
 
 
-async def result_chunks(job_id: str, worker: str, result: CleanResult) -> AsyncIterator[cpb.CleanedChunk]:
+async def result_chunks(job_id: str, worker: str, result: CleanResult, throttler: Throttler
+                        ) -> AsyncIterator[cpb.CleanedChunk]:
     first = True
     for seg in result.segments:
         data = memoryview(seg.data)
@@ -54,6 +66,7 @@ async def result_chunks(job_id: str, worker: str, result: CleanResult) -> AsyncI
             if first:
                 chunk.job_id, chunk.worker_id, chunk.map_end = job_id, worker, result.map_end
                 first = False
+            await throttle(throttler, len(chunk.data))
             yield chunk
     if first:  # nothing to replace: still report the map end
         yield cpb.CleanedChunk(job_id=job_id, worker_id=worker, map_end=result.map_end)
@@ -69,11 +82,12 @@ async def keep_lease(stub: cgrpc.LogCleanerStub, job_id: str, worker: str, lease
             raise LeaseLost(resp.message)
 
 
-async def run_job(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, worker: str) -> tuple[bool, str]:
+async def run_job(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, worker: str,
+                  throttler: Throttler | None = None) -> tuple[bool, str]:
     """Clean one leased job; ``(swapped, message)``."""
     state = {"progress": 0.0}
     renew = asyncio.create_task(keep_lease(stub, resp.job_id, worker, resp.lease_ms, lambda: state["progress"]))
-    work = asyncio.create_task(_clean_and_send(stub, resp, worker, state))
+    work = asyncio.create_task(_clean_and_send(stub, resp, worker, state, throttler or Throttler()))
     try:
         done, _ = await asyncio.wait({renew, work}, return_when=asyncio.FIRST_COMPLETED)
         if renew in done:
@@ -91,20 +105,21 @@ async def run_job(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, work
 
 
 async def _clean_and_send(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, worker: str,
-                          state: dict[str, float]) -> tuple[bool, str]:
-    segments = await read_segments(stub, resp.job_id, worker)
+                          state: dict[str, float], throttler: Throttler) -> tuple[bool, str]:
+    segments = await read_segments(stub, resp.job_id, worker, throttler)
     state["progress"] = 0.3
     result = await asyncio.to_thread(clean, job_from(resp, segments))
     state["progress"] = 0.9
-    answer = await stub.CompleteJob(result_chunks(resp.job_id, worker, result))
+    answer = await stub.CompleteJob(result_chunks(resp.job_id, worker, result, throttler))
     return answer.error_code == 0, answer.message
 
 
 class WorkerLoop:
     """Asks the brokers for a job in turn and runs the first one offered."""
 
-    def __init__(self, worker: str) -> None:
+    def __init__(self, worker: str, io_max_bytes_per_second: float | None = None) -> None:
         self.worker = worker
+        self.throttler = Throttler(io_max_bytes_per_second or math.inf)
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.jobs_done = 0
         self.jobs_failed = 0
@@ -127,7 +142,7 @@ class WorkerLoop:
                 continue
             if not resp.found:
                 continue
-            ok, message = await run_job(stub, resp, self.worker)
+            ok, message = await run_job(stub, resp, self.worker, self.throttler)
             if ok:
                 self.jobs_done += 1
             else:
