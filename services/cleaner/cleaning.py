@@ -153,7 +153,8 @@ def clean_batch(header: BatchHeader, records: list[Record], raw: bytes | memoryv
     """The batch as it is kept (bytes), or None when it goes entirely."""
     if header.is_control:
         return bytes(raw)  # transaction markers: no transactions yet, kept as they are
-    kept = [r for r in records if rule.keep(header, r)]
+    keep = rule.keep
+    kept = [r for r in records if keep(header, r)]
     if not kept:
         if header.producer_id >= 0 and header.last_offset in producer_last_offsets:
             return encode_empty(header)

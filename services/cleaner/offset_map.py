@@ -19,6 +19,7 @@ SLOT_BYTES = 24
 DEFAULT_BUFFER_BYTES = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9
 _EMPTY = -1
+_MASK64 = (1 << 64) - 1
 
 
 def _is_prime(n: int) -> bool:
@@ -43,7 +44,7 @@ def _prime_at_most(n: int) -> int:
 class OffsetMap:
     """Key hash → last offset, in ``buffer_bytes`` of memory."""
 
-    __slots__ = ("slots", "max_entries", "size", "latest_offset", "_hi", "_lo", "_off", "lookups", "probes")
+    __slots__ = ("slots", "max_entries", "size", "latest_offset", "_hi", "_lo", "_off", "probes")
 
     def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES, load_factor: float = DEFAULT_LOAD_FACTOR) -> None:
         if buffer_bytes < 3 * SLOT_BYTES:
@@ -57,7 +58,6 @@ class OffsetMap:
         self._off = array("q", [_EMPTY]) * self.slots
         self.size = 0
         self.latest_offset = -1
-        self.lookups = 0
         self.probes = 0
 
     @property
@@ -79,32 +79,36 @@ class OffsetMap:
 
     def _find(self, key: bytes) -> tuple[int, int, int]:
         """``(slot, hi, lo)``: the slot holding the key's hash, or the empty slot where it would go."""
-        d = md5(key).digest()
-        hi = int.from_bytes(d[:8], "big")
-        lo = int.from_bytes(d[8:], "big")
+        h = int.from_bytes(md5(key).digest(), "little")
+        hi = h & _MASK64
+        lo = h >> 64
         n = self.slots
         i = hi % n
+        offs = self._off
+        if offs[i] == _EMPTY or (self._hi[i] == hi and self._lo[i] == lo):
+            return i, hi, lo
         step = 1 + lo % (n - 1)
-        offs, his, los = self._off, self._hi, self._lo
-        self.lookups += 1
-        while offs[i] != _EMPTY and (his[i] != hi or los[i] != lo):
+        his, los = self._hi, self._lo
+        while True:
+            self.probes += 1
             i += step
             if i >= n:
                 i -= n
-            self.probes += 1
-        return i, hi, lo
+            if offs[i] == _EMPTY or (his[i] == hi and los[i] == lo):
+                return i, hi, lo
 
     def put(self, key: bytes, offset: int) -> bool:
         """Record ``offset`` as the latest for ``key``; False (nothing changed) when a new key
         would pass the load factor."""
         i, hi, lo = self._find(key)
-        if self._off[i] == _EMPTY:
+        offs = self._off
+        if offs[i] == _EMPTY:
             if self.size >= self.max_entries:
                 return False
             self._hi[i] = hi
             self._lo[i] = lo
             self.size += 1
-        self._off[i] = offset
+        offs[i] = offset
         if offset > self.latest_offset:
             self.latest_offset = offset
         return True
