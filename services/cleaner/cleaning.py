@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from services.cleaner.codec import BatchHeader, Record, encode_empty, encode_retained, read_batches
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap
+from services.cleaner.codec import BatchHeader, Record, encode_empty, encode_retained, read_batches, read_headers
+from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -197,9 +197,20 @@ def cleaned_range(job: CleanJob, map_end: int) -> list[SegmentData]:
     return [s for s in job.segments if s.base_offset < map_end]
 
 
+def dirty_record_count(segments: Sequence[SegmentData], first_dirty: int, end: int) -> int:
+    """Records in ``[first_dirty, end)`` by batch headers (a bound on the distinct keys to map)."""
+    return sum(h.records_count for s in segments if s.base_offset < end for _, h in read_headers(s.data)
+               if h.last_offset >= first_dirty and h.base_offset < end)
+
+
+def map_for(job: CleanJob, end: int) -> OffsetMap:
+    """An offset map no larger than the job's buffer nor than its dirty section needs."""
+    return OffsetMap(buffer_bytes_for(dirty_record_count(job.segments, job.first_dirty, end), job.dedupe_buffer_bytes))
+
+
 def clean(job: CleanJob) -> CleanResult:
     """Run a whole job: map, group, recopy."""
-    offsets = OffsetMap(job.dedupe_buffer_bytes)
+    offsets = map_for(job, job.end)
     map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets)
     rule = RetainRule(offsets, map_end, job.now_ms)
     stats = CleanStats(map_entries=offsets.size, map_memory_bytes=offsets.memory_bytes)

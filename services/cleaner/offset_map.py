@@ -41,6 +41,13 @@ def _prime_at_most(n: int) -> int:
     return max(n, 2)
 
 
+def buffer_bytes_for(keys: int, cap: int, load_factor: float = DEFAULT_LOAD_FACTOR) -> int:
+    """The smallest buffer (at most ``cap``) whose map holds ``keys`` distinct keys: a job with few
+    records does not allocate the whole ``log.cleaner.dedupe.buffer.size``."""
+    need = SLOT_BYTES * (int(keys / load_factor * 1.02) + 64)
+    return max(min(need, cap), 3 * SLOT_BYTES)
+
+
 class OffsetMap:
     """Key hash → last offset, in ``buffer_bytes`` of memory."""
 

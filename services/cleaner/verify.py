@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from services.cleaner.cleaning import CleanedSegment, CleanJob, RetainRule, build_offset_map
+from services.cleaner.cleaning import CleanedSegment, CleanJob, RetainRule, build_offset_map, dirty_record_count
 from services.cleaner.codec import BatchHeader, Record, read_batches
-from services.cleaner.offset_map import OffsetMap
+from services.cleaner.offset_map import OffsetMap, buffer_bytes_for
 from shared.errors import CorruptRecordError
 
 _SAME_BATCH = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")
@@ -86,7 +86,7 @@ def _check_batch(orig: BatchHeader, records: list[Record], got: BatchHeader, got
 def verify_result(job: CleanJob, segments: Sequence[CleanedSegment], map_end: int) -> None:
     """Raise ``CleanVerificationError`` unless ``segments`` is a correct cleaning of ``job``."""
     _check_layout(job, segments, map_end)
-    offsets = OffsetMap(job.dedupe_buffer_bytes)
+    offsets = OffsetMap(buffer_bytes_for(dirty_record_count(job.segments, job.first_dirty, map_end), 2**62))
     try:
         covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets)
     except Exception as exc:
