@@ -55,6 +55,7 @@ class CleanerJobs:
         self.cleaned_bytes = 0
         self.jobs_done = 0
         self.jobs_refused = 0
+        self.workers: dict[str, list[int]] = {}  # worker -> [bytes cleaned, jobs, busy ms]
 
     def compacted(self) -> dict[str, tuple[TopicPartition, Partition]]:
         return {log_name(tp): (tp, p) for tp, p in self.replicas.partitions.items()
@@ -86,9 +87,14 @@ class CleanerJobs:
             self.board.finish(job_id, worker, self.clock(), error=f"refused: {exc}")
             log.warning("cleaning result refused", extra={"log": lease.log, "worker": worker, "error": str(exc)})
             raise
-        self.board.finish(job_id, worker, self.clock())
+        done = self.board.finish(job_id, worker, self.clock())
+        cleaned = sum(len(s.data) for s in payload.offered.job.segments)
         self.jobs_done += 1
-        self.cleaned_bytes += sum(len(s.data) for s in payload.offered.job.segments)
+        self.cleaned_bytes += cleaned
+        w = self.workers.setdefault(worker, [0, 0, 0])
+        w[0] += cleaned
+        w[1] += 1
+        w[2] += max(self.clock() - done.started_ms, 1)
         log.info("log cleaned", extra={"log": lease.log, "worker": worker, "map_end": map_end})
 
     def housekeeping(self) -> None:
@@ -111,6 +117,8 @@ class CleanerJobs:
                           first_dirty=c.first_dirty, first_uncleanable=c.first_uncleanable, size_bytes=p.log.size)
         for name, reason in sorted(self.board.quarantined.items()):
             resp.quarantined.add(log=name, reason=reason)
+        for worker, (cleaned, jobs, busy) in sorted(self.workers.items()):
+            resp.workers.add(worker_id=worker, cleaned_bytes=cleaned, jobs_done=jobs, busy_ms=busy)
         return resp
 
 

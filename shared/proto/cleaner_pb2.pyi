@@ -166,8 +166,20 @@ class QuarantinedLog(_message.Message):
     reason: str
     def __init__(self, log: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class WorkerStats(_message.Message):
+    __slots__ = ("worker_id", "cleaned_bytes", "jobs_done", "busy_ms")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLEANED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_DONE_FIELD_NUMBER: _ClassVar[int]
+    BUSY_MS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    cleaned_bytes: int
+    jobs_done: int
+    busy_ms: int
+    def __init__(self, worker_id: _Optional[str] = ..., cleaned_bytes: _Optional[int] = ..., jobs_done: _Optional[int] = ..., busy_ms: _Optional[int] = ...) -> None: ...
+
 class CleanerStatusResponse(_message.Message):
-    __slots__ = ("broker_id", "jobs", "logs", "quarantined", "cleaned_bytes", "jobs_done", "jobs_refused")
+    __slots__ = ("broker_id", "jobs", "logs", "quarantined", "cleaned_bytes", "jobs_done", "jobs_refused", "workers")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     LOGS_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +187,7 @@ class CleanerStatusResponse(_message.Message):
     CLEANED_BYTES_FIELD_NUMBER: _ClassVar[int]
     JOBS_DONE_FIELD_NUMBER: _ClassVar[int]
     JOBS_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     logs: _containers.RepeatedCompositeFieldContainer[LogStatus]
@@ -182,4 +195,5 @@ class CleanerStatusResponse(_message.Message):
     cleaned_bytes: int
     jobs_done: int
     jobs_refused: int
-    def __init__(self, broker_id: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., logs: _Optional[_Iterable[_Union[LogStatus, _Mapping]]] = ..., quarantined: _Optional[_Iterable[_Union[QuarantinedLog, _Mapping]]] = ..., cleaned_bytes: _Optional[int] = ..., jobs_done: _Optional[int] = ..., jobs_refused: _Optional[int] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerStats]
+    def __init__(self, broker_id: _Optional[int] = ..., jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., logs: _Optional[_Iterable[_Union[LogStatus, _Mapping]]] = ..., quarantined: _Optional[_Iterable[_Union[QuarantinedLog, _Mapping]]] = ..., cleaned_bytes: _Optional[int] = ..., jobs_done: _Optional[int] = ..., jobs_refused: _Optional[int] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ...) -> None: ...

@@ -12,6 +12,7 @@ import sys
 import time
 
 import grpc
+import httpx
 
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.proto import cleaner_pb2 as cpb
@@ -78,6 +79,9 @@ def test_a_worker_cleans_the_log_and_the_latest_values_survive(make_cluster) -> 
                               broker, "--json"], capture_output=True, text=True, timeout=60, check=True)
         (report,) = json.loads(cli.stdout)
         assert report["jobs_done"] >= 1 and report["logs"][0]["log"] == "compacted-0"
+        assert report["workers"][0]["cleaned_bytes"] > 0
+        (rest,) = httpx.get(f"{c.rest}/v1/cleaner", timeout=10).json()
+        assert rest["jobs_done"] >= 1 and rest["logs"][0]["dirty_ratio"] < 0.5 and rest["workers"]
     finally:
         admin.close()
 
