@@ -77,7 +77,8 @@ class CleanerJobs:
         lease = self.board.get(job_id, worker, self.clock())
         payload = lease.payload
         try:
-            await asyncio.to_thread(verify_result, payload.offered.job, segments, map_end)
+            job = await asyncio.to_thread(payload.offered.read)
+            await asyncio.to_thread(verify_result, job, segments, map_end)
             lease = self.board.get(job_id, worker, self.clock())  # still ours after the check
             if self.replicas.partitions.get(payload.tp) is not payload.partition:
                 raise LogChangedError(f"{lease.log} was deleted or reopened while it was being cleaned")
@@ -88,7 +89,7 @@ class CleanerJobs:
             log.warning("cleaning result refused", extra={"log": lease.log, "worker": worker, "error": str(exc)})
             raise
         done = self.board.finish(job_id, worker, self.clock())
-        cleaned = sum(len(s.data) for s in payload.offered.job.segments)
+        cleaned = payload.offered.total_bytes
         self.jobs_done += 1
         self.cleaned_bytes += cleaned
         w = self.workers.setdefault(worker, [0, 0, 0])
@@ -132,13 +133,13 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
         lease = self.jobs.acquire(request.worker_id)
         if lease is None:
             return cpb.AcquireJobResponse(found=False)
-        job = lease.payload.offered.job
+        job = lease.payload.offered
         return cpb.AcquireJobResponse(
             found=True, job_id=lease.job_id, log=lease.log, first_dirty=job.first_dirty, end=job.end,
             now_ms=job.now_ms, delete_retention_ms=job.delete_retention_ms, segment_bytes=job.segment_bytes,
             dedupe_buffer_bytes=job.dedupe_buffer_bytes, producer_last_offsets=sorted(job.producer_last_offsets),
             segment_bases=[s.base_offset for s in job.segments], lease_deadline_ms=lease.deadline_ms,
-            lease_ms=self.jobs.board.lease_ms, total_bytes=sum(s.size for s in job.segments))
+            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes)
 
     async def ReadSegments(self, request: cpb.ReadSegmentsRequest, context: grpc.aio.ServicerContext
                            ) -> AsyncIterator[cpb.SegmentChunk]:
@@ -147,13 +148,11 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
         except LeaseError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             return
-        for seg in lease.payload.offered.job.segments:
-            data = memoryview(seg.data)
-            if not data:
-                yield cpb.SegmentChunk(base_offset=seg.base_offset, data=b"", last_of_segment=True)
-            for pos in range(0, len(data), CHUNK):
-                yield cpb.SegmentChunk(base_offset=seg.base_offset, data=bytes(data[pos : pos + CHUNK]),
-                                       last_of_segment=pos + CHUNK >= len(data))
+        try:
+            for base, data in lease.payload.offered.chunks(CHUNK):
+                yield cpb.SegmentChunk(base_offset=base, data=data)
+        except LogChangedError as exc:
+            await context.abort(grpc.StatusCode.ABORTED, str(exc))
 
     async def RenewLease(self, request: cpb.RenewLeaseRequest, context: grpc.aio.ServicerContext
                          ) -> cpb.RenewLeaseResponse:

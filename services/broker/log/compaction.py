@@ -14,7 +14,7 @@ The broker decides and applies; the cleaning itself is the pure core. No gRPC, n
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from services.broker.log.partition_log import PartitionLog, _read_checkpoint, _write_checkpoint
@@ -35,9 +35,45 @@ class LogChangedError(CleanVerificationError):
 
 @dataclass(frozen=True, slots=True)
 class OfferedJob:
-    job: CleanJob
-    segments: tuple[LogSegment, ...]  # the segment objects the job was read from
+    """A job as the broker offered it: the segments it covers (as they were) and its decisions.
+    The segment bytes are read only when needed (streamed to a worker, or checked at the end)."""
+
+    segments: tuple[LogSegment, ...]
     sizes: tuple[int, ...]
+    first_dirty: int
+    end: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    dedupe_buffer_bytes: int
+    producer_last_offsets: frozenset[int]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def chunks(self, chunk_bytes: int) -> Iterator[tuple[int, bytes]]:
+        """``(base offset, bytes)`` pieces of every segment in order (an empty one for an empty segment)."""
+        for seg, size in zip(self.segments, self.sizes, strict=True):
+            if size == 0:
+                yield seg.base_offset, b""
+            for pos in range(0, size, chunk_bytes):
+                data = seg.read_at(pos, min(chunk_bytes, size - pos))
+                if len(data) != min(chunk_bytes, size - pos):
+                    raise LogChangedError(f"segment {seg.base_offset} of {seg.directory} shrank during the job")
+                yield seg.base_offset, data
+
+    def read(self) -> CleanJob:
+        """The job with its segments' bytes (for cleaning in process, or to check a result)."""
+        try:
+            data = tuple(SegmentData(s.base_offset, s.read_at(0, n)) for s, n in zip(self.segments, self.sizes,
+                                                                                      strict=True))
+        except (OSError, ValueError) as exc:
+            raise LogChangedError(f"cannot read the job's segments again: {exc}") from exc
+        if any(d.size != n for d, n in zip(data, self.sizes, strict=True)):
+            raise LogChangedError("a segment of the job shrank")
+        return CleanJob(data, self.first_dirty, self.end, self.now_ms, self.delete_retention_ms, self.segment_bytes,
+                        self.dedupe_buffer_bytes, self.producer_last_offsets)
 
 
 def read_cleaner_checkpoint(plog: PartitionLog) -> int | None:
@@ -67,15 +103,13 @@ def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
 def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_offsets: Collection[int] = (),
              dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> OfferedJob:
     segs = tuple(s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable)
-    data = tuple(SegmentData(s.base_offset, s.read_at(0, s.size)) for s in segs)
-    job = CleanJob(
-        data, c.first_dirty, c.first_uncleanable, now_ms,
+    return OfferedJob(
+        segs, tuple(s.size for s in segs), c.first_dirty, c.first_uncleanable, now_ms,
         delete_retention_ms=int(plog.config.extra.get("delete.retention.ms", 86_400_000)),
         segment_bytes=plog.config.segment_bytes,
         dedupe_buffer_bytes=dedupe_buffer_bytes,
         producer_last_offsets=frozenset(producer_last_offsets),
     )
-    return OfferedJob(job, segs, tuple(len(d.data) for d in data))
 
 
 def _check_unchanged(plog: PartitionLog, offered: OfferedJob) -> None:
@@ -92,7 +126,7 @@ def apply_result(plog: PartitionLog, offered: OfferedJob, cleaned: list[CleanedS
     ``verify=False`` when the caller has already run ``verify_result`` on this result."""
     _check_unchanged(plog, offered)
     if verify:
-        verify_result(offered.job, cleaned, map_end)
+        verify_result(offered.read(), cleaned, map_end)
     by_base = {s.base_offset: s for s in offered.segments}
     old = [by_base[b] for c in cleaned for b in c.replaces]
     if old:
@@ -108,7 +142,7 @@ def clean_in_process(plog: PartitionLog, name: str, high_watermark: int, now_ms:
     if not (c.cleanable or (force and c.dirty_bytes > 0 and "compact" in plog.config.cleanup_policy)):
         return None
     offered = make_job(plog, c, now_ms, producer_last_offsets, dedupe_buffer_bytes)
-    result = clean(offered.job)
+    result = clean(offered.read())
     apply_result(plog, offered, result.segments, result.map_end)
     return result
 

@@ -54,7 +54,7 @@ def offer(log: PartitionLog):
     c = assess(log_state(log, "t-0", log.log_end_offset), T0)
     assert c.cleanable
     offered = make_job(log, c, T0)
-    return offered, clean(offered.job)
+    return offered, clean(offered.read())
 
 
 def test_a_tampered_result_is_refused_and_the_log_untouched(tmp_path) -> None:
