@@ -77,13 +77,15 @@ class JobBoard(Generic[T]):
         lease.progress = progress
         return lease
 
-    def finish(self, job_id: str, worker: str, now_ms: int, error: str | None = None) -> Lease[T]:
-        """End a job: ``error`` None for a swapped result, else why it failed."""
+    def finish(self, job_id: str, worker: str, now_ms: int, error: str | None = None, *,
+               log_at_fault: bool = True) -> Lease[T]:
+        """End a job: ``error`` None for a swapped result, else why it failed. A failure that says
+        nothing about the log (``log_at_fault=False``: it changed under the job) does not count."""
         lease = self.get(job_id, worker, now_ms)
         del self.leases[job_id]
         if error is None:
             self.failures.pop(lease.log, None)
-        else:
+        elif log_at_fault:
             self._failed(lease.log, error)
         return lease
 

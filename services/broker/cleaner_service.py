@@ -85,7 +85,8 @@ class CleanerJobs:
             apply_result(payload.partition.log, payload.offered, segments, map_end, verify=False)
         except CleanVerificationError as exc:
             self.jobs_refused += 1
-            self.board.finish(job_id, worker, self.clock(), error=f"refused: {exc}")
+            self.board.finish(job_id, worker, self.clock(), error=f"refused: {exc}",
+                              log_at_fault=not isinstance(exc, LogChangedError))
             log.warning("cleaning result refused", extra={"log": lease.log, "worker": worker, "error": str(exc)})
             raise
         done = self.board.finish(job_id, worker, self.clock())

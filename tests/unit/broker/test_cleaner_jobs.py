@@ -29,6 +29,9 @@ def test_repeated_failures_quarantine_a_log_until_released() -> None:
     board: JobBoard[None] = JobBoard(lease_ms=1000, max_failures=2)
     j = board.lease("t-0", "w", None, 0)
     board.finish(j.job_id, "w", 1, error="refused: CRC mismatch")
+    changed = board.lease("t-0", "w", None, 1)
+    board.finish(changed.job_id, "w", 1, error="the log changed", log_at_fault=False)
+    assert board.failures == {"t-0": 1}
     assert "t-0" not in board.busy(2)
     board.lease("t-0", "w", None, 2)
     board.expire(5000)
