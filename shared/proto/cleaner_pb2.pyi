@@ -53,14 +53,12 @@ class ReadSegmentsRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., worker_id: _Optional[str] = ...) -> None: ...
 
 class SegmentChunk(_message.Message):
-    __slots__ = ("base_offset", "data", "last_of_segment")
+    __slots__ = ("base_offset", "data")
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
-    LAST_OF_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     base_offset: int
     data: bytes
-    last_of_segment: bool
-    def __init__(self, base_offset: _Optional[int] = ..., data: _Optional[bytes] = ..., last_of_segment: _Optional[bool] = ...) -> None: ...
+    def __init__(self, base_offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("job_id", "worker_id", "progress")
