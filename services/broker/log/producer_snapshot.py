@@ -117,7 +117,11 @@ def restore_producer_state(plog: PartitionLog) -> ProducerStateManager:
         if loaded is not None:
             state, start = loaded, off
             break
-    for h in plog.iter_headers():
-        if h.base_offset >= start:
-            state.update(h, h.base_offset, h.last_offset)
+    for seg in plog.segments:
+        if seg.next_offset <= start:
+            continue  # wholly before the snapshot: not even read
+        for bp in seg.scan_headers(0):
+            h = bp.header
+            if h.base_offset >= start and h.last_offset >= plog.log_start_offset:
+                state.update(h, h.base_offset, h.last_offset)
     return state
