@@ -20,6 +20,7 @@ from shared.proto import cleaner_pb2_grpc as cgrpc
 from tests.conftest import wait_for
 
 ENV = {"TIDELOG_POLL_INTERVAL_MS": "100", "TIDELOG_HOUSEKEEPING_INTERVAL_MS": "200",
+       "TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false",  # one broker: nowhere to move leaderships (a 10 s wait)
        "TIDELOG_LOG_CLEANER_LEASE_MS": "2000"}
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
            "file.delete.delay.ms": "0"}
