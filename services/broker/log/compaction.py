@@ -58,7 +58,10 @@ class OfferedJob:
             if size == 0:
                 yield seg.base_offset, b""
             for pos in range(0, size, chunk_bytes):
-                data = seg.read_at(pos, min(chunk_bytes, size - pos))
+                try:
+                    data = seg.read_at(pos, min(chunk_bytes, size - pos))
+                except (OSError, ValueError) as exc:  # closed by retention or truncation meanwhile
+                    raise LogChangedError(f"segment {seg.base_offset} of {seg.directory}: {exc}") from exc
                 if len(data) != min(chunk_bytes, size - pos):
                     raise LogChangedError(f"segment {seg.base_offset} of {seg.directory} shrank during the job")
                 yield seg.base_offset, data
