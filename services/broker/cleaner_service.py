@@ -9,6 +9,7 @@ job's bytes), then the log is checked unchanged and the swap applied on the loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -153,6 +154,9 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
             for base, data in lease.payload.offered.chunks(CHUNK):
                 yield cpb.SegmentChunk(base_offset=base, data=data)
         except LogChangedError as exc:
+            with contextlib.suppress(LeaseError):
+                self.jobs.board.finish(request.job_id, request.worker_id, self.jobs.clock(), error=str(exc),
+                                       log_at_fault=False)
             await context.abort(grpc.StatusCode.ABORTED, str(exc))
 
     async def RenewLease(self, request: cpb.RenewLeaseRequest, context: grpc.aio.ServicerContext
