@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class CleanerSettings(ServiceSettings):
-    poll_interval_ms: int = Field(1000, ge=10, le=600_000, description="idle time between rounds without a job")
+    log_cleaner_backoff_ms: int = Field(15_000, ge=10, le=3_600_000,
+                                        description="log.cleaner.backoff.ms: idle time after a round found no job")
     log_cleaner_io_max_bytes_per_second: float | None = Field(
         None, gt=0, description="log.cleaner.io.max.bytes.per.second: this worker's read+write rate (none: unlimited)")
 
@@ -52,7 +53,7 @@ class Cleaner(RegisteredService[CleanerSettings]):
                 log.warning("cleaner round failed", extra={"error": str(exc)})
                 ran = False
             if not ran:
-                await asyncio.sleep(self.settings.poll_interval_ms / 1000)
+                await asyncio.sleep(self.settings.log_cleaner_backoff_ms / 1000)
 
     async def stop(self) -> None:
         if self._task is not None:

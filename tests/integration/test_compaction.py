@@ -19,7 +19,7 @@ from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from tests.conftest import wait_for
 
-ENV = {"TIDELOG_POLL_INTERVAL_MS": "100", "TIDELOG_HOUSEKEEPING_INTERVAL_MS": "200",
+ENV = {"TIDELOG_LOG_CLEANER_BACKOFF_MS": "100", "TIDELOG_HOUSEKEEPING_INTERVAL_MS": "200",
        "TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false",  # one broker: nowhere to move leaderships (a 10 s wait)
        "TIDELOG_LOG_CLEANER_LEASE_MS": "2000"}
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
@@ -88,7 +88,7 @@ def test_a_worker_cleans_the_log_and_the_latest_values_survive(make_cluster) -> 
 
 
 def test_a_killed_worker_loses_its_lease_and_another_finishes_the_job(make_cluster) -> None:
-    env = dict(ENV, TIDELOG_POLL_INTERVAL_MS="50")
+    env = dict(ENV, TIDELOG_LOG_CLEANER_BACKOFF_MS="50")
     c = make_cluster(controllers=1, brokers=1, cleaners=2, coordinators=0, quotas=0, extra_env=env)
     broker = c.procs("broker")[0].address
     admin = Admin(broker)

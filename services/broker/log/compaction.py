@@ -14,6 +14,7 @@ The broker decides and applies; the cleaning itself is the pure core. No gRPC, n
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -83,10 +84,17 @@ def read_cleaner_checkpoint(plog: PartitionLog) -> int | None:
     return _read_checkpoint(plog.directory, CHECKPOINT_FILE)
 
 
+_FIRST_TIMESTAMPS: weakref.WeakKeyDictionary[LogSegment, int] = weakref.WeakKeyDictionary()
+
+
 def _first_timestamp(seg: LogSegment) -> int:
-    for bp in seg.scan_headers(0):
-        return bp.header.max_timestamp
-    return -1
+    """The first batch's max timestamp (-1 for an empty segment); remembered, as it never changes."""
+    ts = _FIRST_TIMESTAMPS.get(seg)
+    if ts is None:
+        ts = next((bp.header.max_timestamp for bp in seg.scan_headers(0)), -1)
+        if ts >= 0:
+            _FIRST_TIMESTAMPS[seg] = ts
+    return ts
 
 
 def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
