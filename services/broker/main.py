@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 from pydantic import Field
 
+from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
@@ -32,6 +33,10 @@ class BrokerSettings(ServiceSettings):
     controlled_shutdown_enable: bool = Field(True, description="controlled.shutdown.enable")
     controlled_shutdown_timeout_ms: int = Field(10_000, ge=0, le=600_000,
                                                 description="how long a stopping broker waits for its leaderships to move")
+    log_cleaner_lease_ms: int = Field(30_000, ge=100, le=3_600_000,
+                                      description="how long a cleaner worker holds a compaction job without renewing")
+    log_cleaner_dedupe_buffer_size: int = Field(128 * 1024 * 1024, ge=1024, le=2**34,
+                                                description="log.cleaner.dedupe.buffer.size: offset map bytes per job")
 
 
 class Broker(Service[BrokerSettings]):
@@ -45,6 +50,8 @@ class Broker(Service[BrokerSettings]):
                                        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
                                        replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms)
         self.metadata = MetadataCache(self.store, self._on_metadata)
+        self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
+                                        settings.log_cleaner_dedupe_buffer_size)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pid_next = 0
         self._pid_end = 0
@@ -52,6 +59,7 @@ class Broker(Service[BrokerSettings]):
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
+        add_cleaner_servicer(CleanerServicer(self.cleaner_jobs, self.settings.id), server)
 
     async def allocate_producer_id(self) -> int:
         """Producer ids come from blocks of 1000 reserved atomically in etcd."""
@@ -93,6 +101,7 @@ class Broker(Service[BrokerSettings]):
         while True:
             await asyncio.sleep(self.settings.housekeeping_interval_ms / 1000)
             self.replicas.housekeeping()
+            self.cleaner_jobs.housekeeping()
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away, then wait until metadata shows it."""

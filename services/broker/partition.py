@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
+from services.broker.log.producer_snapshot import delete_snapshots, restore_producer_state, take_snapshot
 from services.broker.log.validation import validate_produce
-from services.broker.producer_state import ProducerStateManager
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -58,8 +58,8 @@ class Partition:
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
-        self.producers = ProducerStateManager()
-        self.producers.rebuild(log.iter_headers())
+        self.producers = restore_producer_state(log)
+        log.on_roll = self._snapshot_producers
         self._changed = asyncio.Event()
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
@@ -152,16 +152,20 @@ class Partition:
             return
         self.fail_waiters()
         self.log.truncate_to(offset)
-        self.producers.rebuild(self.log.iter_headers())
+        self.producers = restore_producer_state(self.log)
         if self.high_watermark > self.log_end_offset:
             self.high_watermark = self.log_end_offset
         self._notify()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
+        delete_snapshots(self.log.directory, above=-1)
         self.producers.rebuild(())
         self.high_watermark = offset
         self._notify()
+
+    def _snapshot_producers(self, roll_offset: int) -> None:
+        take_snapshot(self.log, roll_offset, self.producers)
 
     async def wait_for_hw(self, offset: int, timeout_s: float, leader_epoch: int) -> bool:
         """True once the high watermark reaches ``offset`` while this broker is still the leader

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
+from services.broker.log.segment_swap import complete_interrupted_swaps
 from services.broker.log.validation import validate_batches, validate_produce
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
@@ -113,14 +114,16 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self.recovered_bytes = 0
+        #: called with the new segment's base offset when the log rolls (producer-state snapshots)
+        self.on_roll: Callable[[int], None] | None = None
+        #: ``(due ms, paths)`` of ``.deleted`` files, removed after ``file.delete.delay.ms``
+        self.pending_deletes: list[tuple[int, list[str]]] = []
         self._load()
 
     # -- opening ------------------------------------------------------------------
 
     def _load(self) -> None:
-        for name in os.listdir(self.directory):
-            if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
-                os.unlink(os.path.join(self.directory, name))
+        swapped = complete_interrupted_swaps(self.directory)
         bases = sorted(
             int(name[:-4]) for name in os.listdir(self.directory) if name.endswith(".log") and name[:-4].isdigit()
         )
@@ -132,7 +135,7 @@ class PartitionLog:
             if truncated_at is not None:
                 seg.delete()  # everything after a truncation point is unreachable
                 continue
-            removed = seg.load()
+            removed = seg.recover() if base in swapped else seg.load()
             if seg.next_offset > recovery_point or removed:
                 removed += seg.recover() if not removed else 0
             self.recovered_bytes += removed
@@ -279,6 +282,8 @@ class PartitionLog:
         base = self.log_end_offset if base_offset is None else base_offset
         if old.size == 0:
             return old
+        if self.on_roll is not None:
+            self.on_roll(base)
         self._rolled_flush = _FLUSHER.submit(self._flush_rolled, old.dup_fds(), old.next_offset, self._generation)
         return self._new_segment(base)
 
@@ -394,6 +399,8 @@ class PartitionLog:
         """Delete old segments by ``retention.ms`` and ``retention.bytes``; return how many."""
         now = self.clock() if now is None else now
         cfg = self.config
+        if "delete" not in cfg.cleanup_policy.split(","):
+            return 0  # cleanup.policy=compact: only the cleaner removes records
         doomed = 0
         candidates = self.segments[:-1]  # never the active segment
         if cfg.retention_ms >= 0:

@@ -1,0 +1,206 @@
+"""The broker's LogCleaner gRPC service: offers compaction jobs to workers and swaps results in.
+
+``CleanerJobs`` holds the decisions (which log, the lease board, checks and swap) and runs
+on the broker's event loop, which also serialises it with appends; the servicer only
+translates protobuf messages. A result is verified in a worker thread (pure code over the
+job's bytes), then the log is checked unchanged and the swap applied on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import grpc
+
+from services.broker.cleaner_jobs import JobBoard, Lease, LeaseError
+from services.broker.log.compaction import LogChangedError, OfferedJob, apply_result, log_state, make_job
+from services.broker.log.replace import remove_expired_deletes
+from services.broker.partition import Partition
+from services.broker.replica_manager import ReplicaManager
+from services.cleaner.cleaning import CleanedSegment
+from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES
+from services.cleaner.selection import assess, choose_filthiest
+from services.cleaner.verify import CleanVerificationError, verify_result
+from shared.errors import ErrorCode
+from shared.proto import cleaner_pb2 as cpb
+from shared.proto import cleaner_pb2_grpc as cgrpc
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 20
+
+
+def log_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+@dataclass(slots=True)
+class JobPayload:
+    tp: TopicPartition
+    partition: Partition
+    offered: OfferedJob
+
+
+class CleanerJobs:
+    def __init__(self, replicas: ReplicaManager, clock: Callable[[], int], lease_ms: int = 30_000,
+                 dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_failures: int = 3) -> None:
+        self.replicas = replicas
+        self.clock = clock
+        self.board: JobBoard[JobPayload] = JobBoard(lease_ms=lease_ms, max_failures=max_failures)
+        self.dedupe_buffer_bytes = dedupe_buffer_bytes
+        self.cleaned_bytes = 0
+        self.jobs_done = 0
+        self.jobs_refused = 0
+        self.workers: dict[str, list[int]] = {}  # worker -> [bytes cleaned, jobs, busy ms]
+
+    def compacted(self) -> dict[str, tuple[TopicPartition, Partition]]:
+        return {log_name(tp): (tp, p) for tp, p in self.replicas.partitions.items()
+                if "compact" in p.log.config.cleanup_policy.split(",")}
+
+    def acquire(self, worker: str) -> Lease[JobPayload] | None:
+        now = self.clock()
+        logs = self.compacted()
+        states = [log_state(p.log, name, p.high_watermark) for name, (_, p) in logs.items()]
+        chosen = choose_filthiest(states, now, self.board.busy(now))
+        if chosen is None:
+            return None
+        tp, part = logs[chosen.name]
+        last = {e.batches[-1].last_offset for e in part.producers.producers.values() if e.batches}
+        offered = make_job(part.log, chosen, now, last, self.dedupe_buffer_bytes)
+        return self.board.lease(chosen.name, worker, JobPayload(tp, part, offered), now)
+
+    async def complete(self, job_id: str, worker: str, segments: list[CleanedSegment], map_end: int) -> None:
+        lease = self.board.get(job_id, worker, self.clock())
+        payload = lease.payload
+        try:
+            job = await asyncio.to_thread(payload.offered.read)
+            await asyncio.to_thread(verify_result, job, segments, map_end)
+            lease = self.board.get(job_id, worker, self.clock())  # still ours after the check
+            if self.replicas.partitions.get(payload.tp) is not payload.partition:
+                raise LogChangedError(f"{lease.log} was deleted or reopened while it was being cleaned")
+            apply_result(payload.partition.log, payload.offered, segments, map_end, verify=False)
+        except CleanVerificationError as exc:
+            self.jobs_refused += 1
+            self.board.finish(job_id, worker, self.clock(), error=f"refused: {exc}",
+                              log_at_fault=not isinstance(exc, LogChangedError))
+            log.warning("cleaning result refused", extra={"log": lease.log, "worker": worker, "error": str(exc)})
+            raise
+        done = self.board.finish(job_id, worker, self.clock())
+        cleaned = payload.offered.total_bytes
+        self.jobs_done += 1
+        self.cleaned_bytes += cleaned
+        w = self.workers.setdefault(worker, [0, 0, 0])
+        w[0] += cleaned
+        w[1] += 1
+        w[2] += max(self.clock() - done.started_ms, 1)
+        log.info("log cleaned", extra={"log": lease.log, "worker": worker, "map_end": map_end})
+
+    def housekeeping(self) -> None:
+        now = self.clock()
+        self.board.expire(now)
+        for _, part in self.replicas.partitions.items():
+            if part.log.pending_deletes:
+                remove_expired_deletes(part.log, now)
+
+    def status(self, broker_id: int) -> cpb.CleanerStatusResponse:
+        now = self.clock()
+        resp = cpb.CleanerStatusResponse(broker_id=broker_id, cleaned_bytes=self.cleaned_bytes,
+                                         jobs_done=self.jobs_done, jobs_refused=self.jobs_refused)
+        for lease in self.board.leases.values():
+            resp.jobs.add(job_id=lease.job_id, log=lease.log, worker_id=lease.worker, progress=lease.progress,
+                          started_ms=lease.started_ms, lease_deadline_ms=lease.deadline_ms)
+        for name, (_, p) in sorted(self.compacted().items()):
+            c = assess(log_state(p.log, name, p.high_watermark), now)
+            resp.logs.add(log=name, dirty_ratio=c.dirty_ratio, compaction_delay_ms=c.compaction_delay_ms,
+                          first_dirty=c.first_dirty, first_uncleanable=c.first_uncleanable, size_bytes=p.log.size)
+        for name, reason in sorted(self.board.quarantined.items()):
+            resp.quarantined.add(log=name, reason=reason)
+        for worker, (cleaned, jobs, busy) in sorted(self.workers.items()):
+            resp.workers.add(worker_id=worker, cleaned_bytes=cleaned, jobs_done=jobs, busy_ms=busy)
+        return resp
+
+
+class CleanerServicer(cgrpc.LogCleanerServicer):
+    def __init__(self, jobs: CleanerJobs, broker_id: int) -> None:
+        self.jobs = jobs
+        self.broker_id = broker_id
+
+    async def AcquireJob(self, request: cpb.AcquireJobRequest, context: grpc.aio.ServicerContext
+                         ) -> cpb.AcquireJobResponse:
+        lease = self.jobs.acquire(request.worker_id)
+        if lease is None:
+            return cpb.AcquireJobResponse(found=False)
+        job = lease.payload.offered
+        return cpb.AcquireJobResponse(
+            found=True, job_id=lease.job_id, log=lease.log, first_dirty=job.first_dirty, end=job.end,
+            now_ms=job.now_ms, delete_retention_ms=job.delete_retention_ms, segment_bytes=job.segment_bytes,
+            dedupe_buffer_bytes=job.dedupe_buffer_bytes, producer_last_offsets=sorted(job.producer_last_offsets),
+            segment_bases=[s.base_offset for s in job.segments], lease_deadline_ms=lease.deadline_ms,
+            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes)
+
+    async def ReadSegments(self, request: cpb.ReadSegmentsRequest, context: grpc.aio.ServicerContext
+                           ) -> AsyncIterator[cpb.SegmentChunk]:
+        try:
+            lease = self.jobs.board.get(request.job_id, request.worker_id, self.jobs.clock())
+        except LeaseError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            return
+        try:
+            for base, data in lease.payload.offered.chunks(CHUNK):
+                yield cpb.SegmentChunk(base_offset=base, data=data)
+        except LogChangedError as exc:
+            with contextlib.suppress(LeaseError):
+                self.jobs.board.finish(request.job_id, request.worker_id, self.jobs.clock(), error=str(exc),
+                                       log_at_fault=False)
+            await context.abort(grpc.StatusCode.ABORTED, str(exc))
+
+    async def RenewLease(self, request: cpb.RenewLeaseRequest, context: grpc.aio.ServicerContext
+                         ) -> cpb.RenewLeaseResponse:
+        try:
+            lease = self.jobs.board.renew(request.job_id, request.worker_id, self.jobs.clock(), request.progress)
+        except LeaseError as exc:
+            return cpb.RenewLeaseResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, message=str(exc))
+        return cpb.RenewLeaseResponse(lease_deadline_ms=lease.deadline_ms)
+
+    async def CompleteJob(self, request_iterator: AsyncIterator[cpb.CleanedChunk],
+                          context: grpc.aio.ServicerContext) -> cpb.CompleteJobResponse:
+        job_id = worker = ""
+        map_end = -1
+        parts: dict[int, list[bytes]] = {}
+        replaces: dict[int, tuple[int, ...]] = {}
+        async for chunk in request_iterator:
+            if not job_id:
+                job_id, worker, map_end = chunk.job_id, chunk.worker_id, chunk.map_end
+            if chunk.base_offset not in parts:
+                parts[chunk.base_offset] = []
+                replaces[chunk.base_offset] = tuple(chunk.replaces)
+            parts[chunk.base_offset].append(chunk.data)
+        segments = [CleanedSegment(b, replaces[b], b"".join(parts[b])) for b in parts]
+        try:
+            await self.jobs.complete(job_id, worker, segments, map_end)
+        except LeaseError as exc:
+            return cpb.CompleteJobResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, message=str(exc))
+        except CleanVerificationError as exc:
+            return cpb.CompleteJobResponse(error_code=ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        return cpb.CompleteJobResponse()
+
+    async def FailJob(self, request: cpb.FailJobRequest, context: grpc.aio.ServicerContext) -> cpb.FailJobResponse:
+        try:
+            self.jobs.board.finish(request.job_id, request.worker_id, self.jobs.clock(),
+                                   error=request.message or "the worker gave up")
+        except LeaseError:
+            return cpb.FailJobResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+        return cpb.FailJobResponse()
+
+    async def CleanerStatus(self, request: cpb.CleanerStatusRequest, context: grpc.aio.ServicerContext
+                            ) -> cpb.CleanerStatusResponse:
+        return self.jobs.status(self.broker_id)
+
+
+def add_cleaner_servicer(servicer: CleanerServicer, server: grpc.aio.Server) -> None:
+    cgrpc.add_LogCleanerServicer_to_server(servicer, server)

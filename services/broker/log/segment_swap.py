@@ -1,0 +1,176 @@
+"""Crash-safe replacement of a log's segments by cleaned ones (Kafka's ``replaceSegments``).
+
+The one way cleaned data enters a log. Each cleaned segment replaces a run of whole,
+consecutive old segments and has the base offset of the first of them. Steps, each
+durable before the next (the directory is fsynced after every group of renames):
+
+1. the caller wrote every cleaned segment as ``<base>.log.cleaned`` and fsynced it;
+2. ``.cleaned`` -> ``.swap``, highest base offset first;
+3. every old segment's files -> ``.deleted`` (removed after ``file.delete.delay.ms``);
+4. ``.swap`` suffix stripped; indexes are rebuilt from the new ``.log`` files.
+
+Recovery (``complete_interrupted_swaps``, run when a log opens) deletes ``.cleaned`` and
+``.deleted`` files and completes every ``.swap``: the old segments whose base offset lies
+in the swap segment's offset range are removed and the suffix is stripped. Because step 2
+goes from the highest base down, the ``.swap`` files present after a crash are always the
+upper part of the new set, and each one covers exactly the old segments it was built from:
+the log is then either the old one, the new one, or old segments below new ones — valid
+and with every key's latest value in all three cases.
+
+Fault injection: with ``TIDELOG_FAULT_SWAP=<step>`` in the environment, the process kills
+itself with SIGKILL right after that step (names from ``swap_steps``), as a ``kill -9``
+of a broker mid-swap would; ``TIDELOG_FAULT_SWAP_ONCE=<marker file>`` limits that to the
+first time, so a restarted broker can finish. Unit tests pass ``on_step`` instead.
+
+Files only; no networking, no asyncio, no record decoding.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Sequence
+
+from shared.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+
+CLEANED = ".cleaned"
+SWAP = ".swap"
+DELETED = ".deleted"
+SEGMENT_FILES = (".log", ".index", ".timeindex")
+FAULT_ENV = "TIDELOG_FAULT_SWAP"
+FAULT_ONCE_ENV = "TIDELOG_FAULT_SWAP_ONCE"  # a marker file: fire only if it does not exist yet (then create it)
+
+StepHook = Callable[[str], None]
+
+
+def env_fault_hook(step: str) -> None:
+    """Kill this process (SIGKILL, no cleanup) after ``step`` when ``TIDELOG_FAULT_SWAP`` names it
+    (only the first time, when ``TIDELOG_FAULT_SWAP_ONCE`` names a marker file)."""
+    if os.environ.get(FAULT_ENV) != step:
+        return
+    marker = os.environ.get(FAULT_ONCE_ENV)
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def swap_steps(new_count: int, old_count: int) -> list[str]:
+    """The names of the steps of a swap of ``new_count`` cleaned for ``old_count`` old segments."""
+    return (
+        [f"cleaned:{i}" for i in range(new_count)]
+        + [f"swap:{i}" for i in range(new_count)]
+        + [f"delete:{i}" for i in range(old_count)]
+        + [f"strip:{i}" for i in range(new_count)]
+    )
+
+
+def seg_path(directory: str, base: int, ext: str = ".log", suffix: str = "") -> str:
+    return os.path.join(directory, f"{base:020d}{ext}{suffix}")
+
+
+def fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_cleaned(directory: str, base: int, data: bytes | bytearray | memoryview) -> str:
+    """Step 1: write one cleaned segment as ``<base>.log.cleaned`` and fsync it."""
+    path = seg_path(directory, base, ".log", CLEANED)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def rename_files(directory: str, new_bases: Sequence[int], old_bases: Sequence[int],
+                 on_step: StepHook = env_fault_hook) -> list[str]:
+    """Steps 2-4 on disk. Returns the ``.deleted`` paths for the caller to remove later.
+
+    The old segments' descriptors must already be closed or be safe to keep (POSIX renames
+    do not disturb open descriptors)."""
+    for i, base in enumerate(sorted(new_bases, reverse=True)):
+        os.rename(seg_path(directory, base, ".log", CLEANED), seg_path(directory, base, ".log", SWAP))
+        fsync_dir(directory)
+        on_step(f"swap:{i}")
+    deleted: list[str] = []
+    for i, base in enumerate(old_bases):
+        for ext in SEGMENT_FILES:
+            src = seg_path(directory, base, ext)
+            if os.path.exists(src):
+                os.rename(src, src + DELETED)
+                deleted.append(src + DELETED)
+        fsync_dir(directory)
+        on_step(f"delete:{i}")
+    for i, base in enumerate(sorted(new_bases)):
+        for ext in (".index", ".timeindex"):  # rebuilt from the new .log by the caller
+            _unlink(seg_path(directory, base, ext))
+        os.rename(seg_path(directory, base, ".log", SWAP), seg_path(directory, base, ".log"))
+        fsync_dir(directory)
+        on_step(f"strip:{i}")
+    return deleted
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _next_offset_of_file(path: str, base: int) -> int:
+    """The offset after the last whole batch of a segment file (headers only; ``base`` if none)."""
+    nxt = base
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while size - pos >= HEADER_SIZE:
+            header = BatchHeader.parse(os.pread(fd, HEADER_SIZE, pos))
+            if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > size:
+                break
+            nxt = header.next_offset
+            pos += header.size
+    finally:
+        os.close(fd)
+    return nxt
+
+
+def _base_of(name: str, ending: str) -> int | None:
+    stem = name[: -len(ending)]
+    return int(stem) if stem.isdigit() else None
+
+
+def complete_interrupted_swaps(directory: str) -> set[int]:
+    """Recovery: drop ``.cleaned``/``.deleted``/``.tmp`` leftovers and complete every ``.swap``.
+
+    Returns the base offsets of segments that came out of a swap (their indexes must be rebuilt)."""
+    names = os.listdir(directory)
+    for name in names:
+        if name.endswith((CLEANED, DELETED, ".tmp")):
+            _unlink(os.path.join(directory, name))
+    swaps = sorted(b for n in names if n.endswith(".log" + SWAP) and (b := _base_of(n, ".log" + SWAP)) is not None)
+    if not swaps:
+        return set()
+    regular = sorted(b for n in names if n.endswith(".log") and (b := _base_of(n, ".log")) is not None)
+    for base in swaps:
+        end = max(_next_offset_of_file(seg_path(directory, base, ".log", SWAP), base), base + 1)
+        for old in regular:
+            if base <= old < end:
+                for ext in SEGMENT_FILES:
+                    _unlink(seg_path(directory, old, ext))
+        for ext in (".index", ".timeindex"):
+            _unlink(seg_path(directory, base, ext))
+        os.rename(seg_path(directory, base, ".log", SWAP), seg_path(directory, base, ".log"))
+    fsync_dir(directory)
+    return set(swaps)

@@ -1,0 +1,75 @@
+"""``tidelog cleaner status`` and ``tidelog bench compact``.
+
+``cleaner status`` asks every broker's LogCleaner service for its jobs in progress, the dirty
+ratio and compaction delay of each compacted log, and its quarantined logs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.client.cleaner_status import broker_addresses, cleaner_status
+
+
+@click.group()
+def cleaner() -> None:
+    """Log compaction: jobs, dirty logs, quarantined logs."""
+
+
+@cleaner.command("status")
+@cluster_options
+@click.option("--json", "as_json", is_flag=True)
+def status(bootstrap: str | None, rest: str | None, data_dir: str, as_json: bool) -> None:
+    """Jobs in progress, per-log dirty ratio and compaction delay, quarantined logs (every broker)."""
+    report = cleaner_status(broker_addresses(bootstrap_servers(bootstrap, rest, data_dir)))
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    for b in report:
+        if "error" in b:
+            click.echo(f"broker {b['broker']}: unreachable ({b['error']})")
+            continue
+        click.echo(f"broker {b['broker_id']} ({b['broker']}): {b['jobs_done']} jobs done, {b['jobs_refused']} refused, "
+                   f"{b['cleaned_bytes']:,} bytes cleaned")
+        for j in b["jobs"]:  # type: ignore[attr-defined]
+            click.echo(f"  job {j['job']} on {j['log']} by {j['worker']} ({j['progress']:.0%})")
+        for s in b["logs"]:  # type: ignore[attr-defined]
+            click.echo(f"  log {s['log']}: dirty ratio {s['dirty_ratio']:.2f}, compaction delay "
+                       f"{s['compaction_delay_ms'] / 1000:.1f} s, {s['size_bytes']:,} bytes, dirty from {s['first_dirty']}")
+        for q in b["quarantined"]:  # type: ignore[attr-defined]
+            click.echo(f"  quarantined {q['log']}: {q['reason']}")
+        for w in b["workers"]:  # type: ignore[attr-defined]
+            click.echo(f"  worker {w['worker']}: {w['jobs_done']} jobs, {w['cleaned_bytes']:,} bytes cleaned, "
+                       f"{w['mb_per_s']:.1f} MB/s")
+
+
+@click.command("compact")
+@click.option("--log-mb", default=64, show_default=True, type=click.IntRange(1), help="total log size generated")
+@click.option("--partitions", default=4, show_default=True, type=click.IntRange(1), help="logs (one job each)")
+@click.option("--distinct-keys", default=100_000, show_default=True, type=click.IntRange(1))
+@click.option("--value-size", default=1024, show_default=True, type=click.IntRange(0))
+@click.option("--workers", default="1,2", show_default=True, help="worker process counts to compare")
+@click.option("--json", "as_json", is_flag=True)
+def bench_compact(log_mb: int, partitions: int, distinct_keys: int, value_size: int, workers: str,
+                  as_json: bool) -> None:
+    """MB/s of log cleaned by 1 and 2 worker processes (the cleaning core, without the network)."""
+    from services.cleaner.bench import run_compact_bench
+
+    try:
+        counts = tuple(int(w) for w in workers.split(","))
+    except ValueError:
+        raise click.BadParameter("expected a comma-separated list of worker counts", param_hint="--workers") from None
+    if not counts or min(counts) < 1:
+        raise click.BadParameter("worker counts must be >= 1", param_hint="--workers")
+    r = run_compact_bench(log_mb, partitions, distinct_keys, value_size, counts)
+    if as_json:
+        click.echo(json.dumps(r.as_dict()))
+        return
+    click.echo(f"{r.log_bytes / 1e6:.1f} MB log, {r.records:,} records, {r.distinct_keys:,} distinct keys, "
+               f"{r.partitions} logs; kept {r.kept_fraction:.1%} of records; offset map "
+               f"{r.map_bytes_per_key:.1f} bytes/key")
+    for n, rate in r.mb_per_s.items():
+        click.echo(f"{n} worker(s): {rate:8.1f} MB/s cleaned  ({r.speedup[n]:.2f}x)")

@@ -1,0 +1,109 @@
+"""The LogCleaner gRPC service in process (port 0): a worker's round trip through it, a tampered
+result refused over the wire with the log untouched, and leases enforced on every call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+
+import grpc
+
+from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
+from services.broker.log import PartitionLog
+from services.broker.partition import Partition
+from services.cleaner.cleaning import CleanResult, clean
+from services.cleaner.codec import encode_retained, read_batches
+from services.cleaner.throttle import Throttler
+from services.cleaner.worker import job_from, read_segments, result_chunks, run_job
+from shared.config import LogConfig
+from shared.proto import cleaner_pb2 as cpb
+from shared.proto import cleaner_pb2_grpc as cgrpc
+from shared.records.builder import encode_batch
+from shared.types import TopicPartition
+
+T0 = 1_700_000_000_000
+
+
+def clock() -> int:
+    return T0
+
+
+@dataclass
+class Replicas:
+    """The part of the ReplicaManager the cleaner service reads: the open partitions."""
+
+    partitions: dict[TopicPartition, Partition] = field(default_factory=dict)
+
+
+def open_partition(path: str) -> Partition:
+    cfg = LogConfig.from_topic_configs({"segment.bytes": "400", "cleanup.policy": "compact",
+                                        "file.delete.delay.ms": "0"})
+    part = Partition(TopicPartition("t", 0), PartitionLog(path, cfg, clock), 1, clock)
+    part.update_state(1, 0, [1], [1], 0, 1)
+    for i in range(40):
+        part.append_as_leader(encode_batch([(T0, b"k%d" % (i % 4), b"value-%d" % i, None)]), acks=1)
+    part.log.wait_for_rolled_flush()
+    return part
+
+
+def files(path: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+async def serve(jobs: CleanerJobs) -> tuple[grpc.aio.Server, str]:
+    server = grpc.aio.server()
+    add_cleaner_servicer(CleanerServicer(jobs, 1), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> None:
+    part = open_partition(str(tmp_path / "t-0"))
+    jobs = CleanerJobs(Replicas({TopicPartition("t", 0): part}), clock, lease_ms=60_000)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        server, address = await serve(jobs)
+        try:
+            async with grpc.aio.insecure_channel(address) as ch:
+                stub = cgrpc.LogCleanerStub(ch)
+                resp = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="evil"))
+                assert resp.found and resp.log == "t-0"
+                assert not (await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="other"))).found  # one per log
+                renew = await stub.RenewLease(cpb.RenewLeaseRequest(job_id=resp.job_id, worker_id="other"))
+                assert renew.error_code != 0
+                segments = await read_segments(stub, resp.job_id, "evil", Throttler())
+                result = clean(job_from(resp, segments))
+                i, seg = next((i, s) for i, s in enumerate(result.segments) if s.data)
+                pos, h, recs = next(read_batches(seg.data))
+                recs[0].value = b"forged"
+                forged = list(result.segments)
+                forged[i] = type(seg)(seg.base_offset, seg.replaces, encode_retained(h, recs, None)
+                                      + seg.data[pos + h.size :])
+                before = files(part.log.directory)
+                answer = await stub.CompleteJob(result_chunks(resp.job_id, "evil", CleanResult(forged, result.map_end),
+                                                              Throttler()))
+                assert answer.error_code != 0 and "differ" in answer.message
+                assert files(part.log.directory) == before
+                status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
+                assert status.jobs_refused == 1 and not status.jobs
+                good = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="good"))
+                assert good.found
+                ok, message = await run_job(stub, good, "good")
+                assert ok, message
+                status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
+                assert status.jobs_done == 1 and status.workers[0].worker_id == "good"
+                assert status.logs[0].dirty_ratio == 0.0
+        finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+    latest = {}
+    for _, _, recs in read_batches(b"".join(s.read_at(0, s.size) for s in part.log.segments)):
+        latest.update({r.key: r.value for r in recs})
+    assert latest == {b"k%d" % k: b"value-%d" % (36 + k) for k in range(4)}
