@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from services.controller.rest import cluster, leaders, topics
 from shared.errors import ErrorCode, TidelogError
@@ -19,7 +20,8 @@ _STATUS = {
 
 
 def create_app(controller: Any) -> FastAPI:
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) from assets shipped in the fastapi-offline package: no CDN.
+    app = FastAPIOffline(
         title="Tidelog admin API",
         version="1",
         description="Manage a Tidelog cluster: cluster state, topics and quotas.",
