@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from shared.cli.connect import data_dir_option as cluster_dir_option
 from shared.cli.launcher import (
     ClusterSpec,
     LaunchError,
@@ -22,14 +23,7 @@ from shared.cli.launcher import (
     stop_processes,
 )
 
-DEFAULT_DATA_DIR = os.environ.get("TIDELOG_DATA_DIR", ".tidelog")
-data_dir_option = click.option(
-    "--data-dir",
-    default=DEFAULT_DATA_DIR,
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="cluster directory (env TIDELOG_DATA_DIR)",
-)
+data_dir_option = cluster_dir_option("cluster directory: cluster.json, logs and every process's data")
 
 
 def status_table(status: dict[str, Any]) -> Table:
@@ -107,7 +101,8 @@ def down(data_dir: str) -> None:
     """Stop a cluster started with `tidelog up --detach`."""
     info = read_cluster_file(os.path.abspath(data_dir))
     if info is None:
-        raise click.ClickException(f"no cluster.json in {data_dir}: nothing to stop")
+        raise click.ClickException(f"no cluster.json in {os.path.abspath(data_dir)}: nothing to stop "
+                                   "(pass --data-dir or set TIDELOG_DATA_DIR)")
     stop_processes(info["processes"])
     os.unlink(os.path.join(os.path.abspath(data_dir), "cluster.json"))
     click.echo("stopped")
@@ -120,7 +115,8 @@ def status(data_dir: str, as_json: bool) -> None:
     """Who is alive, the active controller and its epoch."""
     info = read_cluster_file(os.path.abspath(data_dir))
     if info is None:
-        raise click.ClickException(f"no cluster.json in {data_dir}: is a cluster running (`tidelog up --detach`)?")
+        raise click.ClickException(f"no cluster.json in {os.path.abspath(data_dir)}: is a cluster running "
+                                   "(`tidelog up --detach`)? Pass --data-dir or set TIDELOG_DATA_DIR")
     st = cluster_status(info)
     if as_json:
         click.echo(json.dumps(st, indent=2))

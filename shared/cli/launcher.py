@@ -26,6 +26,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.client.discovery import CLUSTER_FILE, read_cluster_file
+
 #: The module each role runs; compose runs the same entrypoints (tested).
 ROLE_MODULES: dict[str, str] = {
     "controller": "services.controller",
@@ -36,7 +38,6 @@ ROLE_MODULES: dict[str, str] = {
 }
 #: Start order; stop order is the reverse, etcd last.
 ROLE_ORDER = ("controller", "broker", "coordinator", "quota", "cleaner")
-CLUSTER_FILE = "cluster.json"
 
 
 class LaunchError(RuntimeError):
@@ -333,14 +334,6 @@ def write_cluster_file(data_dir: str, info: dict[str, Any]) -> None:
     with open(path + ".tmp", "w") as f:
         json.dump(info, f, indent=2)
     os.replace(path + ".tmp", path)
-
-
-def read_cluster_file(data_dir: str) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(data_dir, CLUSTER_FILE)) as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]:
