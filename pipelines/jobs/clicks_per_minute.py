@@ -79,7 +79,8 @@ def main(source: str, sink: str, checkpoint: str, available_now: bool, data_dir:
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
-    click.echo(f"done: {len(query.recentProgress)} micro-batches; results in topic {sink}")
+    n = len(query.recentProgress)
+    click.echo(f"done: {n} micro-batch{'' if n == 1 else 'es'}; results in topic {sink}")
 
 
 if __name__ == "__main__":

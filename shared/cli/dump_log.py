@@ -149,12 +149,20 @@ def dump_log(path: str, as_json: bool) -> None:
     Bytes are printed as UTF-8 text when valid, otherwise base64; in --json
     mode keyEncoding/valueEncoding say which ("utf8", "base64" or null).
     """
-    for file in _segment_files(path):
+    files = _segment_files(path)
+    if not files:
+        raise click.ClickException(f"{path}: no segment files (*.log) in this directory")
+    invalid = []
+    for file in files:
         if not as_json:
             click.echo(f"Dumping {file}")
         for entry in describe_file(file):
+            if "error" in entry:
+                invalid.append(file)
             if as_json:
                 entry = {"file": file, **entry}
                 click.echo(json.dumps(entry, separators=(",", ":")))
             else:
                 click.echo(_text(entry))
+    if invalid:  # printed what could be read; the exit status says the file is not a valid segment
+        raise click.ClickException(f"not a valid segment (invalid batch data): {', '.join(invalid)}")
