@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from services.controller.rest import cluster, leaders, topics
+from services.controller.rest.docs import keep_docs_offline
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -27,6 +28,7 @@ def create_app(controller: Any) -> FastAPI:
         description="Manage a Tidelog cluster: cluster state, topics and quotas.",
     )
     app.state.controller = controller
+    keep_docs_offline(app)
     app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(leaders.router)
