@@ -38,10 +38,10 @@ def test_data_dir_set_once_carries_through_and_down_stops_brokers_before_control
         down = _tidelog(["down"], env)
     assert down.returncode == 0 and down.stdout.strip() == "stopped", down.stdout + down.stderr
     assert not any(is_same_process(p) for p in info["processes"]), "down returned before every process exited"
-    for p in info["processes"]:
-        if p["role"] == "broker":  # the controller still ran: the broker handed its leaderships over
-            text = open(p["log"]).read()
-            assert "controlled shutdown done" in text and "controlled shutdown timed out" not in text
+    # The controller still ran when the brokers stopped: the one leading clicks-0 handed it over.
+    logs = [open(p["log"]).read() for p in info["processes"] if p["role"] == "broker"]
+    assert any("controlled shutdown done" in text for text in logs)
+    assert not any("controlled shutdown timed out" in text for text in logs)
 
 
 def test_no_cluster_found_names_the_directory_and_the_variable(tmp_path) -> None:
