@@ -23,13 +23,19 @@ from shared.errors import ErrorCode, TidelogError
 @click.option("--max-block-ms", type=click.IntRange(0), default=5000, show_default=True,
               help="how long to wait for the topic's metadata (and buffer space), as Kafka's max.block.ms "
                    "(the client's default is 60000)")
+@click.option("--delivery-timeout-ms", type=click.IntRange(1000), default=120_000, show_default=True,
+              help="how long a record may take to be acknowledged, retries included (Kafka's delivery.timeout.ms)")
 @cluster_options
 def produce(topic: str, key_separator: str | None, acks: str, partition: int | None, compression: str, linger_ms: int,
-            max_block_ms: int, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+            max_block_ms: int, delivery_timeout_ms: int, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send each line of standard input as a record to TOPIC."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
+    request_timeout_ms = min(30_000, delivery_timeout_ms - linger_ms)  # Kafka: delivery >= linger + request
+    if request_timeout_ms < 1:
+        raise click.BadParameter("must be larger than --linger-ms", param_hint="--delivery-timeout-ms")
     producer = Producer(servers, acks=acks, compression_type=compression, linger_ms=linger_ms,
-                        max_block_ms=max_block_ms)
+                        max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms,
+                        request_timeout_ms=request_timeout_ms)
     futures = []
     try:
         for line in sys.stdin.buffer:
