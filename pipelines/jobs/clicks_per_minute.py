@@ -25,11 +25,13 @@ EVENT_SCHEMA = "user STRING, url STRING, ts LONG"
 
 
 def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: str, *,
-                available_now: bool, starting: str = "earliest", max_offsets_per_trigger: int | None = None) -> Any:
+                available_now: bool, starting: str = "earliest", max_offsets_per_trigger: int | None = None,
+                fail_on_data_loss: bool = True) -> Any:
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format("tidelog").option("bootstrap.servers", servers)
-              .option("subscribe", source).option("startingOffsets", starting))
+              .option("subscribe", source).option("startingOffsets", starting)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     events = (reader.load()
@@ -66,10 +68,12 @@ def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: st
               help="Spark checkpoint directory (default: <data dir>/checkpoints/clicks-per-minute, where the data dir "
                    "is --data-dir, else TIDELOG_DATA_DIR, else .tidelog)")
 @click.option("--available-now", is_flag=True, help="process what is there, then stop (default: run until Ctrl-C)")
+@click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
+              help="fail when the checkpoint's offsets are gone from the source topic (else read it again from its start)")
 @click.option("--data-dir", default=None, help="local cluster directory (default: TIDELOG_DATA_DIR, else .tidelog)")
 @click.option("--bootstrap-server", "bootstrap", default=None)
-def main(source: str, sink: str, checkpoint: str | None, available_now: bool, data_dir: str | None,
-         bootstrap: str | None) -> None:
+def main(source: str, sink: str, checkpoint: str | None, available_now: bool, fail_on_data_loss: bool,
+         data_dir: str | None, bootstrap: str | None) -> None:
     """Count clicks per user per minute from --source into --sink (see the module doc)."""
     servers = bootstrap_from(data_dir, bootstrap)
     if checkpoint is None:  # next to the cluster it belongs to: a new cluster starts a new checkpoint
@@ -82,7 +86,8 @@ def main(source: str, sink: str, checkpoint: str | None, available_now: bool, da
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
     spark = local_session("clicks-per-minute")
-    query = build_query(spark, servers, source, sink, checkpoint, available_now=available_now)
+    query = build_query(spark, servers, source, sink, checkpoint, available_now=available_now,
+                        fail_on_data_loss=fail_on_data_loss)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -30,8 +30,8 @@ def offsets_past_end(begin: dict[TopicPartition, int], latest: dict[TopicPartiti
 
 def data_loss_message(lost: dict[TopicPartition, tuple[int, int]], fail: bool) -> str:
     changes = "; ".join(f"partition {tp}'s offset was changed from {a} to {b}" for tp, (a, b) in lost.items())
-    why = ("some data may have been missed: the records are not in the cluster any more (the topic may have "
-           "been deleted and created again, or its log truncated) before the query read them")
+    why = ("some data may have been missed: records the query had not read yet are not in the cluster any more "
+           "(the topic may have been deleted and created again, or its log truncated)")
     if fail:
         return (f"{changes}; {why}. If you want the streaming query to go on in such cases (reading these "
                 f"partitions again from their earliest offset), set the source option \"failOnDataLoss\" to \"false\".")
