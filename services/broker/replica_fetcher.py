@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from services.broker.replication_rules import truncation_offset
 from shared.errors import ErrorCode, TidelogError
 from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
@@ -154,13 +155,7 @@ class ReplicaFetcher:
 
     def _truncate(self, part: Partition, leader_epoch: int, end_offset: int) -> None:
         leo = part.log_end_offset
-        if part.log.epochs.latest_epoch < 0:
-            target = leo  # nothing to compare: keep what we have, fetch will tell if it is out of range
-        elif leader_epoch < 0 or end_offset < 0:
-            target = part.high_watermark  # the leader knows none of our epochs: keep only what was committed
-        else:
-            _, local_end = part.log.epochs.end_offset_for(leader_epoch, leo)
-            target = min(end_offset, local_end if local_end >= 0 else leo)
+        target = truncation_offset(part.log.epochs.entries, leo, part.high_watermark, leader_epoch, end_offset)
         if target < leo:
             log.info("truncating divergent tail", extra={"tp": str(part.tp), "from": leo, "to": target,
                                                           "leader_epoch": leader_epoch})

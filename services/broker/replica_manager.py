@@ -289,7 +289,7 @@ class ReplicaManager:
                 if acks == -1:
                     waits.append((tp, part, info.last_offset + 1, epoch))
             except TidelogError as exc:
-                results[tp] = ProduceResult(exc.code, str(exc))
+                results[tp] = ProduceResult(exc.code, exc.args[0] if exc.args else exc.code.name)  # the code travels apart
             except Exception as exc:  # never let one partition's failure crash the request
                 log.exception("produce failed", extra={"tp": str(tp)})
                 results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
@@ -328,7 +328,7 @@ class ReplicaManager:
             except TidelogError as exc:
                 error = True
                 hw = self.partitions[spec.tp].high_watermark if spec.tp in self.partitions else -1
-                out[spec.tp] = FetchPartitionResult(exc.code, str(exc), high_watermark=hw)
+                out[spec.tp] = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
         return out, total, error
 
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:

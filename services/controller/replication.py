@@ -46,6 +46,7 @@ class PartitionController:
         self._poke = asyncio.Event()
         self.refused: set[int] = set()  # registered brokers whose port refuses connections: crashed
         self._refusals: dict[int, int] = {}
+        self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -130,6 +131,19 @@ class PartitionController:
 
             changes = on_brokers_changed(topics, {tp: s for tp, (s, _) in states.items()}, live, unclean)
             await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "broker change")
+            self._log_offline({tp: changes.get(tp, s) for tp, (s, _) in states.items()}, live)
+
+    def _log_offline(self, states: dict[TopicPartition, PartitionState], live: set[int]) -> None:
+        """Say once per change of the live brokers that a partition stays offline, and why (Kafka logs
+        the same when no ISR member is alive and unclean election is off)."""
+        now = frozenset(live)
+        for tp, st in states.items():
+            if st.leader != -1:
+                self._offline_seen.pop(tp, None)
+            elif self._offline_seen.get(tp) != now:
+                self._offline_seen[tp] = now
+                log.warning("partition offline: no live ISR member to elect", extra={
+                    "tp": str(tp), "isr": str(st.isr), "live": str(sorted(live))})
 
     async def run(self) -> None:
         """While active: reconcile on every broker change (poke) and every interval; rebalance leaders."""

@@ -19,7 +19,7 @@ import time
 import click
 
 from shared.cli.bench import _ensure_topic, percentiles
-from shared.cli.connect import DEFAULT_DATA_DIR
+from shared.cli.connect import data_dir_option
 from shared.cli.launcher import read_cluster_file, write_cluster_file
 from shared.client import Admin, Producer
 
@@ -41,13 +41,15 @@ def _wait(pred, timeout: float) -> bool:  # type: ignore[no-untyped-def]
 @click.option("--mode", type=click.Choice(["kill", "shutdown"]), default="kill", show_default=True)
 @click.option("--rate", type=float, default=2000, show_default=True, help="records/s sent during the test")
 @click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--data-dir", default=DEFAULT_DATA_DIR, show_default=True, type=click.Path(file_okay=False))
+@data_dir_option()
 @click.option("--json", "as_json", is_flag=True)
 def bench_failover(topic: str, mode: str, rate: float, rounds: int, data_dir: str, as_json: bool) -> None:
     """Produce-stall time when the leader is killed -9 (kill) or stopped with SIGTERM (shutdown)."""
     info = read_cluster_file(os.path.abspath(data_dir))
     if info is None:
-        raise click.ClickException(f"no cluster.json in {data_dir}: start one with `tidelog up --detach`")
+        raise click.ClickException(f"no cluster.json in {os.path.abspath(data_dir)}: bench failover kills and restarts "
+                                   "a local cluster's processes; start one with `tidelog up --detach` (--data-dir / "
+                                   "TIDELOG_DATA_DIR)")
     brokers = {int(p["id"]): p for p in info["processes"] if p["role"] == "broker"}
     if len(brokers) < 2:
         raise click.ClickException("needs at least 2 brokers")

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from shared.cli.connect import data_dir_option as cluster_dir_option
 from shared.cli.launcher import (
     ClusterSpec,
     LaunchError,
@@ -21,15 +24,9 @@ from shared.cli.launcher import (
     read_cluster_file,
     stop_processes,
 )
+from shared.settings import ServiceSettings
 
-DEFAULT_DATA_DIR = os.environ.get("TIDELOG_DATA_DIR", ".tidelog")
-data_dir_option = click.option(
-    "--data-dir",
-    default=DEFAULT_DATA_DIR,
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="cluster directory (env TIDELOG_DATA_DIR)",
-)
+data_dir_option = cluster_dir_option("cluster directory: cluster.json, logs and every process's data")
 
 
 def status_table(status: dict[str, Any]) -> Table:
@@ -50,6 +47,22 @@ def status_table(status: dict[str, Any]) -> Table:
     return table
 
 
+def _check_cluster_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", value):
+        raise click.BadParameter(f"{value!r}: use 1-64 letters, digits, '.', '_' or '-'")
+    return value
+
+
+def _check_service_environment() -> None:
+    """Every service reads TIDELOG_* variables (flags win over them): refuse bad ones before starting."""
+    try:
+        ServiceSettings(_cli_parse_args=[])  # type: ignore[call-arg]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"TIDELOG_{'_'.join(str(p) for p in e['loc']).upper()}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
+        raise click.UsageError(f"invalid environment: {problems}") from None
+
+
 @click.command()
 @data_dir_option
 @click.option("--detach", is_flag=True, help="return once every service is healthy; stop with `tidelog down`")
@@ -58,13 +71,21 @@ def status_table(status: dict[str, Any]) -> Table:
 @click.option("--coordinators", default=1, show_default=True, type=click.IntRange(0, 9))
 @click.option("--cleaners", default=2, show_default=True, type=click.IntRange(0, 32))
 @click.option("--quotas", default=1, show_default=True, type=click.IntRange(0, 9))
-@click.option("--cluster", default="tidelog", show_default=True)
-@click.option("--session-timeout-ms", default=6000, show_default=True, type=click.IntRange(1000, 600_000))
+@click.option("--cluster", default="tidelog", show_default=True, envvar="TIDELOG_CLUSTER", show_envvar=True,
+              callback=_check_cluster_name, help="cluster name (etcd key prefix), passed on to every service")
+@click.option("--session-timeout-ms", default=6000, show_default=True, type=click.IntRange(1000, 600_000),
+              envvar="TIDELOG_SESSION_TIMEOUT_MS", show_envvar=True,
+              help="etcd lease TTL of every service (failover time), passed on to every service")
 @click.option("--rack", "racks", multiple=True, help="rack names assigned to brokers round-robin (repeatable)")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for health")
 def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators: int, cleaners: int,
        quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float) -> None:
-    """Start etcd and every Tidelog service on 127.0.0.1."""
+    """Start etcd and every Tidelog service on 127.0.0.1.
+
+    The services also read any other TIDELOG_* variable of this environment (e.g. TIDELOG_LOG_LEVEL);
+    a bad value is refused here, before anything starts.
+    """
+    _check_service_environment()
     spec = ClusterSpec(data_dir, controllers, brokers, coordinators, cleaners, quotas, cluster,
                        session_timeout_ms, list(racks))
     lc = LocalCluster(spec, detach=detach)
@@ -107,10 +128,15 @@ def down(data_dir: str) -> None:
     """Stop a cluster started with `tidelog up --detach`."""
     info = read_cluster_file(os.path.abspath(data_dir))
     if info is None:
-        raise click.ClickException(f"no cluster.json in {data_dir}: nothing to stop")
-    stop_processes(info["processes"])
+        raise click.ClickException(f"no cluster.json in {os.path.abspath(data_dir)}: nothing to stop "
+                                   "(pass --data-dir or set TIDELOG_DATA_DIR)")
+    killed = stop_processes(info["processes"])  # returns once every process has exited
     os.unlink(os.path.join(os.path.abspath(data_dir), "cluster.json"))
-    click.echo("stopped")
+    if killed:
+        names = ", ".join(f"{p['role']} {p['id']}" for p in killed)
+        click.echo(f"stopped ({names} did not stop in time and were killed)")
+    else:
+        click.echo("stopped")
 
 
 @click.command()
@@ -120,9 +146,16 @@ def status(data_dir: str, as_json: bool) -> None:
     """Who is alive, the active controller and its epoch."""
     info = read_cluster_file(os.path.abspath(data_dir))
     if info is None:
-        raise click.ClickException(f"no cluster.json in {data_dir}: is a cluster running (`tidelog up --detach`)?")
+        raise click.ClickException(f"no cluster.json in {os.path.abspath(data_dir)}: is a cluster running "
+                                   "(`tidelog up --detach`)? Pass --data-dir or set TIDELOG_DATA_DIR")
     st = cluster_status(info)
     if as_json:
         click.echo(json.dumps(st, indent=2))
-    else:
-        Console().print(status_table(st))
+        return
+    Console().print(status_table(st))
+    launcher = st.get("launcher")
+    if launcher and not launcher["detached"] and not launcher["alive"]:
+        running = sum(p["alive"] for p in st["processes"])
+        click.echo(f"the `tidelog up` that started this cluster (pid {launcher['pid']}) is gone; "
+                   f"{running} of {len(st['processes'])} processes still run"
+                   + (": stop them with `tidelog down`" if running else ""))

@@ -8,9 +8,16 @@ from typing import Any
 
 import click
 
-from shared.cli.launcher import read_cluster_file
+from shared.client.discovery import DATA_DIR_ENV, FALLBACK_DATA_DIR, no_cluster_message, read_cluster_file
 
-DEFAULT_DATA_DIR = os.environ.get("TIDELOG_DATA_DIR", ".tidelog")
+#: Kept for callers that show it; the option itself reads TIDELOG_DATA_DIR when the command runs.
+DEFAULT_DATA_DIR = FALLBACK_DATA_DIR
+
+
+def data_dir_option(help_text: str = "local cluster directory holding cluster.json") -> Callable[..., Any]:
+    """``--data-dir``, taken from ``TIDELOG_DATA_DIR`` when not given (set it once for a whole session)."""
+    return click.option("--data-dir", envvar=DATA_DIR_ENV, default=FALLBACK_DATA_DIR, show_default=True,
+                        show_envvar=True, type=click.Path(file_okay=False), help=help_text)
 
 
 def cluster_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -18,8 +25,7 @@ def cluster_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="broker host:port[,host:port] (env TIDELOG_BOOTSTRAP_SERVERS; default: from --data-dir)")(f)
     f = click.option("--rest", envvar="TIDELOG_REST", default=None,
                      help="REST admin URL (env TIDELOG_REST; default: from --data-dir or the brokers)")(f)
-    f = click.option("--data-dir", default=DEFAULT_DATA_DIR, show_default=True, type=click.Path(file_okay=False),
-                     help="local cluster directory holding cluster.json")(f)
+    f = data_dir_option()(f)
     return f
 
 
@@ -33,9 +39,7 @@ def resolve(bootstrap: str | None, rest: str | None, data_dir: str) -> tuple[str
         if not rest:
             rest = info.get("rest")
     if not bootstrap and not rest:
-        raise click.ClickException(
-            f"no cluster found: pass --bootstrap-server/--rest or start one with `tidelog up` (looked in {data_dir})"
-        )
+        raise click.ClickException(no_cluster_message(data_dir))
     return bootstrap, rest
 
 

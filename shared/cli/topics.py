@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import click
+import httpx
 from rich.console import Console
 from rich.table import Table
 
 from shared.cli.connect import cluster_options, resolve
+from shared.cli.wording import plural
 from shared.client.admin import Admin
 from shared.errors import TidelogError
 
@@ -37,6 +39,12 @@ def _call(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except TidelogError as exc:
         raise click.ClickException(str(exc)) from None
+    except httpx.HTTPError as exc:
+        try:
+            where = f" at {exc.request.url}"
+        except RuntimeError:  # no request attached
+            where = ""
+        raise click.ClickException(f"cannot reach the REST admin API{where}: {exc}") from None
 
 
 def _print_topic(t: dict[str, Any], as_json: bool) -> None:
@@ -71,7 +79,8 @@ def create(name: str, partitions: int, replication_factor: int, configs: tuple[s
     """Create topic NAME."""
     admin = _admin(bootstrap, rest, data_dir)
     t = _call(admin.create_topic, name, partitions, replication_factor, _parse_configs(configs))
-    click.echo(f"Created topic {t['name']} ({len(t['partitions'])} partitions, replication factor {t['replication_factor']}).")
+    click.echo(f"Created topic {t['name']} ({plural(len(t['partitions']), 'partition')}, "
+               f"replication factor {t['replication_factor']}).")
 
 
 @topics.command("list")

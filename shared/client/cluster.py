@@ -120,6 +120,15 @@ class ClusterClient:
             return None
         return self.stub(address)
 
+    def connected_stub(self, broker_id: int) -> BrokerClientStub | None:
+        """The stub of a broker whose channel already exists, else None: no probe, no network call
+        (for callers holding a lock; ``broker_stub`` dials)."""
+        addr = self.snapshot.brokers.get(broker_id)
+        if addr is None:
+            return None
+        with self._lock:
+            return self._stubs.get(addr)
+
     def broker_stub(self, broker_id: int) -> BrokerClientStub:
         addr = self.snapshot.brokers.get(broker_id)
         if addr is None:

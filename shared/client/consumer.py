@@ -240,6 +240,10 @@ class Consumer:
         self._closed = False
         self._fetcher: threading.Thread | None = None
         self._pending_error: BaseException | None = None
+        # What _pump (lock held, no network) found missing; the fetcher thread dials and refreshes
+        # metadata for it without the lock.
+        self._wanted_leaders: set[int] = set()
+        self._metadata_wanted = False
 
     # -- assignment and positions -----------------------------------------------------------------
 
@@ -466,30 +470,53 @@ class Consumer:
             self._fetcher.start()
 
     def _fetchable(self) -> dict[int, list[tuple[TopicPartition, PartitionState]]]:
+        """Partitions to fetch now, by leader, from the metadata at hand (lock held: no network call;
+        a partition without metadata asks the fetcher thread for a refresh)."""
         by_leader: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+        topics = self.cluster.snapshot.topics
         for tp, st in self._states.items():
             if st.fetch_position is None or st.paused or st.buffered >= self.prefetch_bytes:
                 continue
-            try:
-                leader = self.cluster.leader_for(tp)
-            except TidelogError:
+            info = (topics.get(tp.topic) or {}).get(tp.partition)
+            if info is None:
+                self._metadata_wanted = True
+                self._fetcher_wakeup.notify()
                 continue
-            by_leader.setdefault(leader, []).append((tp, st))
+            by_leader.setdefault(info.leader, []).append((tp, st))
         return by_leader
 
     def _fetch_loop(self) -> None:
-        """Keep each leader's stream busy; woken by responses, poll(), seek and assign."""
+        """Keep each leader's stream busy; woken by responses, poll(), seek and assign. The lock is
+        never held across a network call: what ``_pump`` found missing (a broker's channel, metadata)
+        is dialled or refreshed here, between two turns holding the lock."""
         while not self._closed:
             with self._lock:
+                leaders, self._wanted_leaders = self._wanted_leaders, set()
+                refresh, self._metadata_wanted = self._metadata_wanted, False
+            if leaders or refresh:
+                self._connect(leaders, refresh)
+            with self._lock:
                 self._pump()
-                self._fetcher_wakeup.wait(0.1)
+                missing = self._wanted_leaders or self._metadata_wanted
+                self._fetcher_wakeup.wait(self.retry_backoff_s if missing else 0.1)
         with self._lock:
             for lf in self._streams.values():
                 lf.stream.close()
             self._streams.clear()
 
+    def _connect(self, leaders: set[int], refresh: bool) -> None:
+        """Dial the leaders ``_pump`` has no channel for, refresh metadata if asked (without the lock)."""
+        for leader in leaders:
+            try:
+                self.cluster.broker_stub(leader)  # a TCP probe, then the channel is kept
+            except TidelogError:
+                refresh = True
+        if refresh:
+            self._refresh_rate_limited()
+
     def _pump(self) -> None:
-        """Send what each leader's stream may take now (caller holds the lock)."""
+        """Send what each leader's stream may take now (caller holds the lock). No network call here:
+        a leader without a channel yet is left to the fetcher thread (``_connect``)."""
         stale = self.request_timeout_s + self.fetch_max_wait_ms / 1000
         now = time.monotonic()
         for leader, lf in list(self._streams.items()):
@@ -504,10 +531,10 @@ class Consumer:
                 continue
             lf = self._streams.get(leader)
             if lf is None:
-                try:
-                    stub = self.cluster.broker_stub(leader)
-                except TidelogError:
-                    self._refresh_rate_limited()
+                stub = self.cluster.connected_stub(leader)
+                if stub is None:
+                    self._wanted_leaders.add(leader)
+                    self._fetcher_wakeup.notify()
                     continue
                 lf = self._streams[leader] = _LeaderFetch(PipelinedFetchStream(stub, leader))
                 threading.Thread(target=self._read_stream, args=(lf,), name=f"tidelog-consumer-stream-{leader}",

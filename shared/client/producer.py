@@ -9,7 +9,6 @@ errors refresh metadata and re-enqueue the batch (in order, at the front).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import queue
@@ -23,6 +22,7 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
+from shared.client.idempotence import IdempotenceState, refusal_proves_unwritten
 from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhash2
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
@@ -55,6 +55,7 @@ class ProducerBatch:
     result: ProduceRequestResult = field(init=False)
     encoded: tuple[bytes, bytes] | None = None  # the batch as (header, records section), set when sent
     sealed: bool = False  # drained once: it takes no more records, even when back in the queue for a retry
+    maybe_written: bool = False  # an attempt reached the broker and got no definite refusal
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
@@ -304,17 +305,9 @@ class Producer:
         self.acks = _ACKS[acks]
         # Kafka's default: idempotence on, unless acks was set to something other than all.
         self.idempotent = self.acks == -1 if enable_idempotence is None else enable_idempotence
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self._next_sequence: dict[TopicPartition, int] = {}
-        self._acked_next_sequence: dict[TopicPartition, int] = {}
-        self._inflight: dict[TopicPartition, int] = {}
-        # Batches holding a sequence number and not yet completed, per partition; guarded by _seq_lock
-        # (the sender thread assigns sequences, reader threads give them back when a batch is refused).
-        self._sequenced: dict[TopicPartition, list[ProducerBatch]] = {}
-        self._seq_lock = threading.Lock()
-        # Set when a batch with a sequence number failed without knowing whether it was written.
-        self._reset_producer_id = False
+        # Producer id, sequence numbers and in-flight counts: one object, one lock (the sender thread and
+        # the reader threads all update them).
+        self.state = IdempotenceState()
         self.compression = CompressionType.parse(compression_type)
         self.batch_size = batch_size
         self.retries = retries
@@ -439,6 +432,14 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def producer_id(self) -> int:
+        return self.state.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.state.producer_epoch
+
     def partitions_for(self, topic: str) -> list[int]:
         return sorted(self.cluster.partitions_for(topic, self.max_block_s))
 
@@ -458,20 +459,19 @@ class Producer:
                     time.sleep(self.retry_backoff_s)
             for conn in list(self._connections.values()):
                 conn.check_timeout(time.monotonic())
-            if self._reset_producer_id:
-                if any(self._inflight.values()):  # let every request in flight resolve first, as Kafka does
+            if self.state.reset_needed:
+                if not self._take_new_producer_id():  # let every request in flight resolve first, as Kafka does
                     acc.wakeup.wait(0.01)
                     acc.wakeup.clear()
                     continue
-                self._take_new_producer_id()
-            if self.idempotent and self.producer_id < 0 and acc.has_unsent():
+            if self.idempotent and not self.state.has_producer_id() and acc.has_unsent():
                 if not self._init_producer_id():
                     time.sleep(self.retry_backoff_s)
                     continue
             now = time.monotonic()
             muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
             if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
-                muted |= {tp for tp, n in list(self._inflight.items()) if n >= self.max_in_flight}
+                muted |= self.state.muted(self.max_in_flight)
             batches, wait = acc.drain_ready(now, muted)
             if batches:
                 self._send_batches(batches)
@@ -481,25 +481,17 @@ class Producer:
             acc.wakeup.wait(wait)
             acc.wakeup.clear()
 
-    def _take_new_producer_id(self) -> None:
+    def _take_new_producer_id(self) -> bool:
         """After a batch failed with an unknown outcome, its sequence numbers can neither be reused (it
         may be written) nor skipped (it may not be, and the broker accepts only the next number): every
         later batch of the partition would be refused. So, as Kafka's idempotent producer does, start
-        over with a new producer id, whose sequences begin at 0 on every partition; batches waiting
-        for a retry are numbered again. Dropping the old id also drops its duplicate detection, so a
-        retried batch whose earlier attempt was in fact written can appear twice."""
-        with self._seq_lock:
-            for batches in self._sequenced.values():
-                for b in batches:
-                    b.base_sequence = -1
-                    b.encoded = None
-            self._sequenced.clear()
-            self._next_sequence.clear()
-            self._acked_next_sequence.clear()
-            log.warning("idempotent producer %s: a batch failed with an unknown outcome; taking a new producer id",
-                        self.producer_id)
-            self.producer_id = -1
-            self._reset_producer_id = False
+        over with a new producer id once nothing is in flight (see ``IdempotenceState.reset_producer_id``)."""
+        old = self.state.producer_id
+        if not self.state.reset_producer_id():
+            return False
+        log.warning("idempotent producer %s: a batch failed with an unknown outcome (it may or may not be written); "
+                    "taking a new producer id", old)
+        return True
 
     def _init_producer_id(self) -> bool:
         """Get a producer id for idempotent sends (any broker allocates one)."""
@@ -514,7 +506,7 @@ class Producer:
                 except grpc.RpcError:
                     continue
                 if resp.error_code == 0:
-                    self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                    self.state.set_producer_id(resp.producer_id, resp.producer_epoch)
                     return True
         except TidelogError as exc:
             log.warning("InitProducerId failed: %s", exc)
@@ -522,7 +514,7 @@ class Producer:
 
     def _release(self, batch: ProducerBatch) -> None:
         if self.idempotent:
-            self._inflight[batch.tp] = max(self._inflight.get(batch.tp, 1) - 1, 0)
+            self.state.released(batch.tp)
             self.accumulator.wakeup.set()
 
     def _retriable(self, batch: ProducerBatch, error: TidelogError) -> bool:
@@ -532,37 +524,26 @@ class Producer:
         # again after its predecessor. A batch re-sequenced since it was sent (encoded is None) was
         # refused for its old number. Only the very next expected sequence being refused is fatal.
         return (self.idempotent and error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-                and (batch.encoded is None or batch.base_sequence != self._acked_next_sequence.get(batch.tp, 0)))
+                and (batch.encoded is None or not self.state.is_next_expected(batch)))
 
-    def _sequence_done(self, batch: ProducerBatch, refused: bool) -> None:
-        """Forget a completed batch's sequence. If the broker refused it (it was not written), give its
-        numbers back: the partition's later batches move down by its record count and are encoded again
-        before their next send, as Kafka's producer does (adjustSequencesDueToFailedBatch); otherwise
-        they would all be refused as out of order."""
-        if not self.idempotent or batch.base_sequence < 0:
-            return
-        with self._seq_lock:
-            pending = self._sequenced.get(batch.tp, [])
-            with contextlib.suppress(ValueError):
-                pending.remove(batch)
-            if not refused:
-                return
-            n = batch.count
-            for b in pending:
-                if b.base_sequence > batch.base_sequence:
-                    b.base_sequence = (b.base_sequence - n) & 0x7FFFFFFF
-                    b.encoded = None
-            self._next_sequence[batch.tp] = (self._next_sequence.get(batch.tp, 0) - n) & 0x7FFFFFFF
+    def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError, refused: bool = False,
+                         sent: bool = True) -> None:
+        """Retry ``batch`` or fail it. ``refused``: the error is the broker's answer to this very batch;
+        ``sent``: the attempt reached the wire (False when no leader or connection was found).
 
-    def _expire_or_retry(self, batch: ProducerBatch, error: TidelogError, refused: bool = False) -> None:
-        """Retry ``batch`` or fail it. ``refused``: the error is the broker's answer to this very batch.
-
-        Only a non-retriable answer proves the batch was not written. A retriable one may come after
-        the append (REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER from the acks=all wait), and
-        UNKNOWN_SERVER_ERROR says nothing: giving those numbers back could make a later batch look
-        like a duplicate of a written one, which the broker would acknowledge without writing it."""
+        A definite refusal (NOT_ENOUGH_REPLICAS, or any non-retriable answer but UNKNOWN_SERVER_ERROR,
+        see ``refusal_proves_unwritten``) proves the attempt was not written. Other retriable answers
+        may come after the append (REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER from the acks=all wait), and a
+        lost connection says nothing: giving those numbers back could make a later batch look like a
+        duplicate of a written one, which the broker would acknowledge without writing it."""
         self._release(batch)
         batch.attempts += 1
+        if refused and refusal_proves_unwritten(error.code, error.retriable):
+            if error.retriable and self.state.first_refusal(batch.tp, error.code):
+                log.warning("%s: the broker refused a batch: %s; retrying for up to delivery_timeout_ms (%d ms)",
+                            batch.tp, error, int(self.delivery_timeout_s * 1000))
+        elif sent:
+            batch.maybe_written = True
         expired = time.monotonic() - batch.created > self.delivery_timeout_s
         if self._retriable(batch, error) and batch.attempts <= self.retries and not expired and not self._closing:
             self._need_refresh.set()
@@ -571,12 +552,11 @@ class Producer:
             return
         if expired:
             error = KafkaTimeoutError(f"{batch.tp}: batch expired after {self.delivery_timeout_s}s ({error})")
-        written_maybe = error.retriable or error.code == ErrorCode.UNKNOWN_SERVER_ERROR
-        unwritten = refused and not expired and not written_maybe
-        if self.idempotent and batch.base_sequence >= 0 and not unwritten:
-            self._reset_producer_id = True
+        if self.idempotent:
+            # Every attempt was refused before the append (or never sent): give the numbers back.
+            # Otherwise one attempt may be written, and the producer id must be replaced.
+            self.state.completed(batch, unwritten=not batch.maybe_written)
             self.accumulator.wakeup.set()
-        self._sequence_done(batch, refused=unwritten)
         batch.result.complete(-1, -1, error)
         self.accumulator.done(batch)
 
@@ -588,7 +568,7 @@ class Producer:
                 if leader < 0 or leader not in self.cluster.snapshot.brokers:
                     raise TidelogError(f"{b.tp} has no leader", code=ErrorCode.LEADER_NOT_AVAILABLE)
             except TidelogError as exc:
-                self._expire_or_retry(b, exc)
+                self._expire_or_retry(b, exc, sent=False)
                 continue
             by_broker.setdefault(leader, []).append(b)
         for broker_id, group in by_broker.items():
@@ -599,7 +579,7 @@ class Producer:
                 payload = self._encoded(b)
                 payload_size = len(payload[0]) + len(payload[1])
                 if self.idempotent:
-                    self._inflight[b.tp] = self._inflight.get(b.tp, 0) + 1
+                    self.state.sending(b.tp)
                 if request_batches and (size + payload_size > self.max_request_size or b.tp in request_batches):
                     self._dispatch(broker_id, request_batches, payloads)
                     request_batches, payloads, size = {}, {}, 0
@@ -615,16 +595,8 @@ class Producer:
             if b.encoded is None:
                 b.encoded = b.encode(self.compression)
             return b.encoded
-        with self._seq_lock:  # a reader thread may re-sequence the batch (encoded = None) at any time
-            if b.encoded is None:
-                if b.base_sequence < 0:  # a first send (a re-sequenced batch keeps its new number)
-                    seq = self._next_sequence.get(b.tp, 0)
-                    self._next_sequence[b.tp] = (seq + b.count) & 0x7FFFFFFF
-                    b.base_sequence = seq
-                    self._sequenced.setdefault(b.tp, []).append(b)
-                b.encoded = b.encode(self.compression, producer_id=self.producer_id,
-                                     producer_epoch=self.producer_epoch, base_sequence=b.base_sequence)
-            return b.encoded
+        return self.state.encode(b, lambda pid, epoch, seq: b.encode(
+            self.compression, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
 
     def _connection(self, broker_id: int) -> ProduceConnection:
         conn = self._connections.get(broker_id)
@@ -651,7 +623,7 @@ class Producer:
         if not sent:
             err = TidelogError(f"broker {broker_id} unreachable", code=ErrorCode.NETWORK_EXCEPTION)
             for b in batches.values():
-                self._expire_or_retry(b, err)
+                self._expire_or_retry(b, err, sent=False)
             return
         if self.acks == 0:
             for b in batches.values():
@@ -673,11 +645,7 @@ class Producer:
                 seen.add(tp)
                 if p.error_code == 0:
                     self._release(batch)
-                    if batch.base_sequence >= 0:
-                        nxt = (batch.base_sequence + batch.count) & 0x7FFFFFFF
-                        if nxt > self._acked_next_sequence.get(tp, 0):
-                            self._acked_next_sequence[tp] = nxt
-                    self._sequence_done(batch, refused=False)
+                    self.state.acknowledged(batch)
                     batch.result.complete(p.base_offset, p.log_append_time_ms)
                     self.accumulator.done(batch)
                 else:

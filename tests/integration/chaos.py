@@ -98,6 +98,19 @@ def read_replica_logs(data_dir: str, broker_ids: list[int], topic: str, partitio
     return out
 
 
+def replicas_converged(data_dir: str, broker_ids: list[int], topic: str, partitions: list[int]) -> bool:
+    """Every replica of each partition holds the same records (read from disk while the brokers run:
+    a batch being written makes this False until the next look)."""
+    try:
+        for p in partitions:
+            logs = list(read_replica_logs(data_dir, broker_ids, topic, p).values())
+            if any(lg != logs[0] for lg in logs[1:]):
+                return False
+    except Exception:  # a torn read of a batch being appended
+        return False
+    return True
+
+
 def read_hw(data_dir: str, broker: int, topic: str, partition: int) -> int:
     try:
         with open(os.path.join(data_dir, f"broker-{broker}", f"{topic}-{partition}", "high-watermark")) as f:

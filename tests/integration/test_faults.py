@@ -3,6 +3,7 @@ the active controller, while idempotent acks=all producers and a consumer run. N
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -18,7 +19,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.builder import encode_batch
 from tests.conftest import TEST_SESSION_TIMEOUT_MS, wait_for
-from tests.integration.chaos import Workload, check_no_loss, read_replica_logs
+from tests.integration.chaos import Workload, check_no_loss, read_replica_logs, replicas_converged
 
 LAG_MS = 3000
 ENV = {"TIDELOG_REPLICA_LAG_TIME_MAX_MS": str(LAG_MS), "TIDELOG_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS": "5"}
@@ -84,7 +85,8 @@ def test_no_acknowledged_record_is_lost_under_kills_and_pauses(replicated) -> No
     assert not work.failed, f"{len(work.failed)} sends failed, e.g. {work.failed[:3]} after {log}"
     # Quiesce: every replica caught up, then stop cleanly and read every replica from disk.
     wait_for(lambda: full_isr(admin, topic), 60, what="final full ISR")
-    time.sleep(1.5)
+    wait_for(lambda: replicas_converged(c.info["data_dir"], [1, 2, 3], topic, [0, 1]), 30,
+             what="every replica to hold the same records")
     c.lc.stop()
     final = {p: read_replica_logs(c.info["data_dir"], [1, 2, 3], topic, p) for p in range(2)}
     for p, replicas in final.items():
@@ -135,7 +137,8 @@ def test_a_paused_leader_accepts_no_acks_all_write_when_it_resumes(replicated) -
     assert ErrorCode.NONE not in results, (f"a resumed stale leader acknowledged an acks=all write: {results}\n"
                                            + open(victim.log_path).read()[-6000:])
     wait_for(lambda: full_isr(admin, topic), 60, what="full ISR after resume")
-    time.sleep(1)
+    wait_for(lambda: replicas_converged(c.info["data_dir"], [1, 2, 3], topic, [0]), 30,
+             what="every replica to hold the same records")
     c.lc.stop()
     logs = read_replica_logs(c.info["data_dir"], [1, 2, 3], topic, 0)
     for b, lg in logs.items():
@@ -249,7 +252,9 @@ def test_not_enough_replicas_and_offline_partition_without_unclean_election(repl
     last_isr = admin.describe_topic(topic)["partitions"][0]["isr"]
     assert last_isr and set(last_isr) <= set(others)
     c.restart("broker", follower)  # not in the last ISR: must not become leader (no unclean election)
-    time.sleep(2)
+    # Observable: the active controller has reconciled with the follower alive and kept the partition offline.
+    wait_for(lambda: any(_logged_offline_with(p.log_path, topic, follower) for p in c.procs("controller")), 20,
+             what="the controller to keep the partition offline with the follower back")
     assert admin.describe_topic(topic)["partitions"][0]["leader"] == -1
     c.restart("broker", last_isr[0])
     wait_for(lambda: admin.describe_topic(topic)["partitions"][0]["leader"] == last_isr[0], 20,
@@ -259,6 +264,17 @@ def test_not_enough_replicas_and_offline_partition_without_unclean_election(repl
             c.restart("broker", other)
     # Once it leads, the others catch up and rejoin the ISR.
     wait_for(lambda: full_isr(admin, topic), 30, what="full ISR again")
+
+
+def _logged_offline_with(log_path: str, topic: str, broker: int) -> bool:
+    """Did this controller log that ``topic``-0 stays offline while ``broker`` is live?"""
+    with open(log_path) as f:
+        for line in f:
+            if "partition offline" in line:
+                entry = json.loads(line)
+                if entry.get("tp") == f"{topic}-0" and broker in json.loads(entry.get("live", "[]")):
+                    return True
+    return False
 
 
 def test_unclean_leader_election_when_enabled(replicated) -> None:

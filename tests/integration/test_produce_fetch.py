@@ -88,8 +88,10 @@ def test_round_trip_across_partitions_with_keys_on_kafkas_partitions(env) -> Non
             assert partition_for_key(r.key, 6) == p
             assert r.value == f"v{int(r.headers[0][1])}".encode()
             assert r.topic == topic and r.timestamp > 0
-    by_value = {md.offset: (md.partition, i) for _, i, md in metas}
-    assert len(by_value) <= 600
+    # Each acknowledgement names the very record the consumer read at that partition and offset.
+    assert len({(md.partition, md.offset) for _, _, md in metas}) == 600
+    for _, i, md in metas:
+        assert got[md.partition][md.offset].value == f"v{i}".encode()
 
 
 def test_null_keys_stick_to_a_partition_per_batch_then_move_on_and_timestamps_survive(env) -> None:
@@ -519,6 +521,28 @@ def test_idempotent_producer_recovers_after_the_broker_refuses_a_batch(env) -> N
         assert [f.get(30).offset for f in after] == list(range(5, 45))
     got = consume_all(bootstrap, topic, [0], 45)[0]
     assert [r.value.split(b".")[0] for r in got] == [b"a%d" % i for i in range(5)] + [b"b%d" % i for i in range(40)]
+
+
+def test_not_enough_replicas_is_retried_with_the_same_producer_id_and_reported_early(env, caplog) -> None:
+    """NOT_ENOUGH_REPLICAS is checked before the append: a definite refusal. The producer retries it
+    until delivery_timeout_ms, logs the broker's message on the first refusal, and when the batch
+    expires gives its sequence numbers back instead of taking a new producer id."""
+    _, bootstrap, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1, replication_factor=3, configs={"min.insync.replicas": 4})
+    with Producer(bootstrap, acks="all", linger_ms=0, request_timeout_ms=2000, delivery_timeout_ms=3000) as p:
+        refused = p.send(topic, b"refused")
+        wait_for(lambda: any("NOT_ENOUGH_REPLICAS" in r.getMessage() and "min.insync.replicas=4" in r.getMessage()
+                             for r in caplog.records), 2.5, what="a log line naming the broker's refusal")
+        assert not refused.done()
+        pid = p.producer_id
+        with pytest.raises(TidelogError, match="NOT_ENOUGH_REPLICAS"):
+            refused.get(10)
+        admin.alter_configs(topic, {"min.insync.replicas": 2})
+        md = p.send(topic, b"accepted").get(20)
+        assert (md.offset, p.producer_id) == (0, pid), "same producer id; the refused batch's numbers were reused"
+    assert not any("taking a new producer id" in r.getMessage() for r in caplog.records)
+    assert [r.value for r in consume_all(bootstrap, topic, [0], 1)[0]] == [b"accepted"]
 
 
 def test_forking_a_subprocess_while_clients_are_busy(env) -> None:

@@ -156,6 +156,9 @@ def test_killing_a_foreground_launcher_stops_everything_it_started(tmp_path) -> 
         for p in services:  # a graceful stop, not a kill
             log_text = open(os.path.join(data, "logs", f"{p['role']}-{p['id']}.log")).read()
             assert "lifeline closed" in log_text and '"msg":"stopped"' in log_text
+        r = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--data-dir", data],
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert r.returncode == 0 and f"(pid {launcher.pid}) is gone; 0 of 3 processes still run" in r.stdout, r.stdout
     finally:
         launcher.kill()
         for pid in pids:

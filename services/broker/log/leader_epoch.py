@@ -10,7 +10,8 @@ offset after the last record of the largest epoch <= the one asked about.
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
+
+from services.broker.replication_rules import epoch_end_offset
 
 CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -61,13 +62,7 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(largest epoch <= epoch, its end offset)``; ``(-1, -1)`` if no such epoch."""
-        epochs = [e for e, _ in self.entries]
-        i = bisect_right(epochs, epoch) - 1
-        if i < 0:
-            return -1, -1
-        if i == len(self.entries) - 1:
-            return self.entries[i][0], log_end_offset
-        return self.entries[i][0], self.entries[i + 1][1]
+        return epoch_end_offset(self.entries, epoch, log_end_offset)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was truncated to ``end_offset``: drop epochs that start at or after it."""

@@ -73,8 +73,11 @@ class FetchResult:
 
 
 def _write_checkpoint(directory: str, name: str, value: int) -> None:
+    """Write ``value`` to ``name`` atomically. The temporary file is this thread's own: the background
+    flusher and the log's thread may write the same checkpoint at once, and a shared temporary name
+    let one writer's replace take the other's file away (FileNotFoundError)."""
     path = os.path.join(directory, name)
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
     with open(tmp, "w") as f:
         f.write(f"{value}\n")
         f.flush()

@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 
 from services.controller.rest import cleaner, cluster, leaders, topics
+from services.controller.rest.docs import keep_docs_offline
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -19,12 +21,14 @@ _STATUS = {
 
 
 def create_app(controller: Any) -> FastAPI:
-    app = FastAPI(
+    # Swagger UI (/docs) and ReDoc (/redoc) from assets shipped in the fastapi-offline package: no CDN.
+    app = FastAPIOffline(
         title="Tidelog admin API",
         version="1",
         description="Manage a Tidelog cluster: cluster state, topics and quotas.",
     )
     app.state.controller = controller
+    keep_docs_offline(app)
     app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(leaders.router)

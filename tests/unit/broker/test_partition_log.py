@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.broker.log import PartitionLog
-from services.broker.log.partition_log import _FLUSHER
+from services.broker.log.partition_log import _FLUSHER, _write_checkpoint
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
 from shared.records.builder import encode_batch
@@ -167,7 +167,11 @@ def test_clean_reopen_keeps_everything(tmp_path) -> None:
 
 
 def _crash_copy(log: PartitionLog) -> None:
-    """Simulate a crash: drop file handles without flushing checkpoints."""
+    """Simulate a crash: drop file handles without flushing checkpoints. A crashed process's background
+    flush of a rolled segment dies with it: it must not write the recovery point into the directory the
+    recovered log now owns (it would race with it on a busy machine)."""
+    with log._recovery_lock:
+        log._generation += 1  # what delete() does: a pending background flush then writes nothing
     for seg in log.segments:
         seg.close()
 
@@ -330,3 +334,30 @@ def test_log_property_offsets_dense_and_reads_correct(tmp_path_factory, operatio
         if got:
             assert [o for o, _ in got] == list(range(got[0][0], got[-1][0] + 1))
     log.close()
+
+
+def test_concurrent_checkpoint_writes_never_collide(tmp_path) -> None:
+    """The background flusher of rolled segments and the log's own thread both write the recovery-point
+    checkpoint (and a log reopened after a crash writes it while the old one's flush may still finish):
+    each write goes through its own temporary file, so no writer finds its file replaced by another's.
+    With one shared ``recovery-point.tmp`` this failed with FileNotFoundError (the property test's flake)."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def writer(base: int) -> None:
+        start.wait()
+        try:
+            for i in range(300):
+                _write_checkpoint(str(tmp_path), "recovery-point", base + i)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k * 1000,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
+    with open(tmp_path / "recovery-point") as f:
+        assert int(f.read()) % 1000 == 299

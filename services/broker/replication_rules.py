@@ -1,0 +1,82 @@
+"""The broker's replication rules, as pure functions (no files, no asyncio, time passed in):
+
+- the leader's high watermark: the smallest log end offset over the ISR (with an AlterPartition in flight,
+  over the union of the old and the proposed ISR), never below the log start offset;
+- ISR expansion: a follower outside the ISR that fetches, has reached the high watermark and this leader
+  epoch's start, and was caught up recently (Kafka's replica.lag.time.max.ms);
+- ISR shrink: an ISR follower that has not been caught up for replica.lag.time.max.ms;
+- leader-epoch truncation: where a follower cuts its log after asking the leader OffsetsForLeaderEpoch.
+
+``Partition`` and ``ReplicaFetcher`` apply them; unit tests drive them with a fake clock.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1
+    last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0
+
+
+def high_watermark(broker_id: int, log_end_offset: int, log_start_offset: int, isr: Sequence[int],
+                   pending_isr: Sequence[int] | None, followers: Mapping[int, FollowerState]) -> int:
+    """The high watermark the leader's state allows (callers only ever move it forward)."""
+    members = isr if pending_isr is None else sorted(set(isr) | set(pending_isr))
+    candidates = [log_end_offset]
+    for r in members:
+        if r != broker_id:
+            st = followers.get(r)
+            candidates.append(st.log_end_offset if st else -1)
+    return max(min(candidates), log_start_offset)
+
+
+def isr_expansion_candidates(now_ms: int, isr: Sequence[int], followers: Mapping[int, FollowerState],
+                             high_watermark: int, epoch_start_offset: int, lag_time_max_ms: int) -> list[int]:
+    """Followers outside the ISR that are fetching and have caught up to the high watermark (and to the
+    start of the leader's epoch, so that they hold nothing of a divergent older epoch)."""
+    return [r for r, st in followers.items()
+            if r not in isr and st.log_end_offset >= high_watermark
+            and st.log_end_offset >= max(epoch_start_offset, 0)
+            and now_ms - st.last_caught_up_ms < lag_time_max_ms / 2 and now_ms - st.last_fetch_ms < lag_time_max_ms / 2]
+
+
+def isr_shrink_candidates(now_ms: int, broker_id: int, isr: Sequence[int], followers: Mapping[int, FollowerState],
+                          lag_time_max_ms: int) -> list[int]:
+    """ISR followers that have not caught up for ``replica.lag.time.max.ms`` (or never fetched)."""
+    out = []
+    for r in isr:
+        if r == broker_id:
+            continue
+        st = followers.get(r)
+        if st is None or now_ms - st.last_caught_up_ms > lag_time_max_ms:
+            out.append(r)
+    return out
+
+
+def epoch_end_offset(entries: Sequence[tuple[int, int]], epoch: int, log_end_offset: int) -> tuple[int, int]:
+    """Kafka's OffsetsForLeaderEpoch over ``entries`` ((epoch, start offset), both increasing): the largest
+    epoch <= ``epoch`` and the offset after its last record; ``(-1, -1)`` if there is none."""
+    i = bisect_right([e for e, _ in entries], epoch) - 1
+    if i < 0:
+        return -1, -1
+    if i == len(entries) - 1:
+        return entries[i][0], log_end_offset
+    return entries[i][0], entries[i + 1][1]
+
+
+def truncation_offset(entries: Sequence[tuple[int, int]], log_end_offset: int, high_watermark: int,
+                      leader_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower cuts its log (its log end offset: nothing to cut) given the leader's answer
+    ``(leader_epoch, leader_end_offset)`` for the follower's latest epoch."""
+    if not entries:
+        return log_end_offset  # nothing to compare: keep it, a fetch out of range will tell
+    if leader_epoch < 0 or leader_end_offset < 0:
+        return min(high_watermark, log_end_offset)  # the leader knows none of our epochs: keep what was committed
+    _, local_end = epoch_end_offset(entries, leader_epoch, log_end_offset)
+    return min(leader_end_offset, local_end if local_end >= 0 else log_end_offset, log_end_offset)
