@@ -142,7 +142,7 @@ def dump_log(path: str, as_json: bool) -> None:
     """
     files = _segment_files(path)
     if not files:
-        raise click.ClickException(f"{path} holds no segment (.log) file")
+        raise click.ClickException(f"{path}: no segment files (*.log) in this directory")
     unreadable = 0
     for file in files:
         if not as_json:
@@ -156,4 +156,4 @@ def dump_log(path: str, as_json: bool) -> None:
             else:
                 click.echo(_text(entry))
     if unreadable:  # not a valid segment, or batches no reader can decode: say so in the exit status
-        raise click.ClickException(f"{unreadable} unreadable batch(es) or invalid data in {path}")
+        raise click.ClickException(f"not a valid segment: {path} has {unreadable} unreadable batch(es) or invalid data")

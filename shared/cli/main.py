@@ -6,7 +6,7 @@ import click
 
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
-from shared.cli.cleaner_cmds import bench_compact, cleaner
+from shared.cli.cleaner_cmds import cleaner
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.cli.plugins import PluginGroup
@@ -37,7 +37,6 @@ bench.add_command(bench_produce)
 bench.add_command(bench_consume)
 bench.add_command(bench_failover)
 cli.add_command(cleaner)
-bench.add_command(bench_compact)
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from services.broker.producer_state import (
     OutOfOrderSequenceError,
     ProducerStateManager,
 )
-from shared.records.batch import BatchHeader, encode_batch
+from shared.records import BatchHeader, encode_batch
 
 
 def header(seq: int, count: int = 2, pid: int = 7, epoch: int = 0, base_offset: int = 0) -> BatchHeader:

@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from shared.cli.main import cli
-from shared.records.batch import encode_batch
+from shared.records import encode_batch
 
 
 def test_a_segment_dumps_and_exits_zero(tmp_path) -> None:
