@@ -149,9 +149,11 @@ class GroupShard:
         return member
 
     def apply_offsets(self, recs: Iterable[Rec]) -> None:
-        """Apply committed offset records (after the write was acknowledged)."""
+        """Apply the offset records among ``recs`` once they are committed (group records were applied
+        when they were decided)."""
         for key, value in recs:
-            self.replay(key, value)
+            if key[:2] in (b"\x00\x00", b"\x00\x01"):
+                self.replay(key, value)
 
     def fetch_offsets(self, group_id: str, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, r.OffsetValue | None]:
         offs = self.offsets.get(group_id, {})

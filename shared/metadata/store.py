@@ -143,6 +143,9 @@ class MetadataStore:
     def cmp_absent(self, key: bytes) -> Any:
         return self.client.transactions.create(key) == 0
 
+    def cmp_create_revision(self, key: bytes, revision: int) -> Any:
+        return self.client.transactions.create(key) == revision
+
     def cmp_mod_revision(self, key: bytes, revision: int) -> Any:
         return self.client.transactions.mod(key) == revision
 
@@ -159,8 +162,8 @@ class MetadataStore:
             if ok:
                 return current
 
-    def op_put(self, key: bytes, value: Any) -> Any:
-        return self.client.transactions.put(key, dumps(value))
+    def op_put(self, key: bytes, value: Any, lease: aetcd.Lease | None = None) -> Any:
+        return self.client.transactions.put(key, dumps(value), lease=lease)
 
     def op_delete(self, key: bytes, prefix: bool = False) -> Any:
         return self.client.transactions.delete(key, range_end=prefix_end(key) if prefix else None)

@@ -7,8 +7,8 @@ import struct
 import pytest
 
 from services.coordinator import records as r
-from services.coordinator.partitioning import java_string_hash, kafka_abs, partition_for
 from shared.errors import CorruptRecordError
+from shared.offsets_topic import java_string_hash, kafka_abs, partition_for
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Which ``__consumer_offsets`` partition holds a group: Kafka's ``abs(groupId.hashCode()) % n``.
+"""The ``__consumer_offsets`` topic, and which of its partitions holds a group: Kafka's ``abs(groupId.hashCode()) % n``.
 
 Java's ``String.hashCode`` is ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units in
 32-bit two's-complement arithmetic, and Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0
@@ -29,3 +29,19 @@ def kafka_abs(n: int) -> int:
 def partition_for(group_id: str, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
     """The ``__consumer_offsets`` partition of ``group_id``, exactly as Kafka computes it."""
     return kafka_abs(java_string_hash(group_id)) % partitions
+
+
+def offsets_replication_factor(brokers: int, configured: int = 3) -> int:
+    """offsets.topic.replication.factor (3), or the broker count if smaller."""
+    return max(1, min(configured, brokers))
+
+
+#: Topic configs of __consumer_offsets, as Kafka sets them.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": 104857600}
+
+
+def locate(group_id: str, partitions: int, owners: dict[int, dict[str, object]]) -> tuple[int, dict[str, object] | None]:
+    """The group's partition and the ownership record (``{"owner", "address"}``) of its coordinator,
+    None while no instance owns it. ``owners`` maps partition -> the value of its ownership key."""
+    p = partition_for(group_id, partitions)
+    return p, owners.get(p)
