@@ -1,0 +1,167 @@
+"""Consumer groups on real processes (etcd, controller, brokers, coordinators): the "Done means"
+scenario with `tidelog consume --group`, static members, and coordinator faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import grpc
+import pytest
+
+from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.errors import ErrorCode, TidelogError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from tests.conftest import REPO, wait_for
+
+GROUP_ENV = {
+    "TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6",
+    "TIDELOG_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "3000",
+    "TIDELOG_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "250",
+}
+
+
+def small_cluster(make_cluster: Any, coordinators: int = 1) -> tuple[Any, str, Admin]:
+    c = make_cluster(controllers=1, brokers=1, coordinators=coordinators, cleaners=0, quotas=0, extra_env=GROUP_ENV)
+    bootstrap = ",".join(p.address for p in c.procs("broker"))
+    return c, bootstrap, Admin(bootstrap)
+
+
+def find_coordinator(bootstrap: str, group: str) -> pb.GroupCoordinatorNode:
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(bootstrap.split(",")[0]))
+
+    def ready() -> pb.GroupCoordinatorNode | None:
+        c = stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=[group]), timeout=5).coordinators[0]
+        return c if c.error_code == 0 else None
+
+    return wait_for(ready, 30, what=f"a coordinator for {group}")
+
+
+def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
+    with Producer(bootstrap, linger_ms=2) as p:
+        for i in range(start, start + n):
+            p.send(topic, str(i).encode(), key=str(i).encode())
+        p.flush()
+
+
+class Member:
+    """A `tidelog consume --group` process; its stdout lines are partition:offset<TAB>value."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, tmp: str, name: str) -> None:
+        self.out_path = os.path.join(tmp, f"{name}.out")
+        self.err_path = os.path.join(tmp, f"{name}.err")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.cli.main", "consume", topic, "--group", group, "--from-beginning",
+             "--print-offset", "--bootstrap-server", bootstrap],
+            cwd=REPO, stdout=open(self.out_path, "wb"), stderr=open(self.err_path, "wb"))
+
+    def values(self) -> list[str]:
+        with open(self.out_path) as f:
+            return [line.rstrip("\n").split("\t", 1)[1] for line in f if "\t" in line]
+
+    def assigned(self) -> bool:
+        with open(self.err_path) as f:
+            err = f.read()
+        assert self.proc.poll() is None, f"member exited: {err}"
+        return "assigned:" in err
+
+
+def test_three_group_consumers_spread_and_take_over_a_killed_one(make_cluster, tmp_path) -> None:
+    c, bootstrap, admin = small_cluster(make_cluster)
+    admin.create_topic("orders", partitions=6)
+    find_coordinator(bootstrap, "G")
+    members = [Member(bootstrap, "orders", "G", str(tmp_path), f"m{i}") for i in range(3)]
+    try:
+        wait_for(lambda: all(m.assigned() for m in members), 40, what="three members with partitions")
+        produce(bootstrap, "orders", 600)
+        wait_for(lambda: {v for m in members for v in m.values()} == {str(i) for i in range(600)}, 30,
+                 what="the first 600 records")
+        assert all(m.values() for m in members)  # the partitions are spread: everyone consumed
+        members[0].proc.send_signal(signal.SIGKILL)
+        members[0].proc.wait()
+        produce(bootstrap, "orders", 600, start=600)
+        wait_for(lambda: {v for m in members for v in m.values()} >= {str(i) for i in range(1200)}, 40,
+                 what="every record, including those of the killed member's partitions")
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGTERM)
+        for m in members:
+            try:
+                m.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+        admin.close()
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.assigned: list[set[TopicPartition]] = []
+        self.revoked: list[set[TopicPartition]] = []
+        self.lost: list[set[TopicPartition]] = []
+
+    def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+        self.assigned.append(tps)
+
+    def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+        self.revoked.append(tps)
+
+    def on_partitions_lost(self, tps: set[TopicPartition]) -> None:
+        self.lost.append(tps)
+
+
+def static_consumer(bootstrap: str, instance: str, listener: Counting) -> Consumer:
+    consumer = Consumer(bootstrap, group_id="S", group_instance_id=instance, auto_offset_reset="earliest",
+                        heartbeat_interval_ms=250)
+    consumer.subscribe(["static"], listener=listener)
+    return consumer
+
+
+def poll_until(consumers: list[Consumer], predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(20)
+        if predicate():
+            return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_static_members_restart_without_moving_partitions_and_a_duplicate_instance_is_refused(make_cluster) -> None:
+    c, bootstrap, admin = small_cluster(make_cluster)
+    admin.create_topic("static", partitions=6)
+    find_coordinator(bootstrap, "S")
+    listeners = [Counting() for _ in range(3)]
+    consumers = [static_consumer(bootstrap, f"i-{i}", listeners[i]) for i in range(3)]
+    try:
+        poll_until(consumers, lambda: sorted(len(x.assignment()) for x in consumers) == [2, 2, 2], 30, "a spread")
+        before = {f"i-{i}": x.assignment() for i, x in enumerate(consumers)}
+        for x in listeners:
+            x.assigned.clear()
+            x.revoked.clear()
+        # A rolling restart: each static member closes (epoch -2) and comes back with the same instance id.
+        for i in range(3):
+            consumers[i].close()
+            listeners[i] = Counting()
+            consumers[i] = static_consumer(bootstrap, f"i-{i}", listeners[i])
+            poll_until(consumers, lambda i=i: consumers[i].assignment() == before[f"i-{i}"], 20, f"i-{i} back")
+        moved = sum(len(t) for x in listeners for t in x.revoked + x.lost)
+        assert moved == 0
+        assert {f"i-{i}": x.assignment() for i, x in enumerate(consumers)} == before
+        dup = Consumer(bootstrap, group_id="S", group_instance_id="i-0", heartbeat_interval_ms=250)
+        dup.subscribe(["static"])
+        with pytest.raises(TidelogError) as err:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                dup.poll(50)
+        assert err.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+        dup.close()
+    finally:
+        for x in consumers:
+            x.close()
+        admin.close()
