@@ -31,6 +31,8 @@ async def ensure_offsets_topic(topics: TopicManager, election: ControllerElectio
                 return
             if not election.active:
                 continue
+            if not await topics.store.get_prefix(topics.keys.services_prefix("coordinator")):
+                continue
             count = len(await topics.live_brokers())
             if count != last_count:
                 last_count, stable_since = count, time.monotonic()

@@ -55,6 +55,7 @@ class PartitionWriter:
         self.sequence = 0
         self.fenced: str | None = None
         self._pending: list[tuple[list[Rec], asyncio.Future[int]]] = []
+        self._inflight: list[tuple[list[Rec], asyncio.Future[int]]] = []
         self._wakeup = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
 
@@ -73,15 +74,17 @@ class PartitionWriter:
         return await self.write([(MARKER_KEY, None)])
 
     async def close(self) -> None:
+        self.fenced = self.fenced or "partition unloaded"
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._fail_all("partition unloaded")
 
     def _fail_all(self, why: str) -> None:
-        for _, fut in self._pending:
+        for _, fut in self._inflight + self._pending:
             if not fut.done():
                 fut.set_exception(fail(ErrorCode.NOT_COORDINATOR, f"partition {self.partition}: {why}"))
+        self._inflight.clear()
         self._pending.clear()
 
     async def _run(self) -> None:
@@ -89,7 +92,7 @@ class PartitionWriter:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._pending:
-                taken, n = [], 0
+                taken, n = self._inflight, 0
                 while self._pending and (not taken or n + len(self._pending[0][0]) <= MAX_RECORDS_PER_BATCH):
                     item = self._pending.pop(0)
                     taken.append(item)
@@ -107,6 +110,7 @@ class PartitionWriter:
                 for _, fut in taken:
                     if not fut.done():
                         fut.set_result(last)
+                self._inflight = []
 
     async def _send(self, recs: list[Rec]) -> int:
         now = int(time.time() * 1000)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -14,7 +15,11 @@ import grpc
 import pytest
 
 from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.client.cluster import ClusterClient
+from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.errors import ErrorCode, TidelogError
+from shared.proto import coordinator_pb2 as cpb
+from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from tests.conftest import REPO, wait_for
@@ -23,6 +28,8 @@ GROUP_ENV = {
     "TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6",
     "TIDELOG_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "3000",
     "TIDELOG_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "250",
+    # One broker leads everything and the controller stops with it: no point waiting to hand leaderships over.
+    "TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false",
 }
 
 
@@ -165,3 +172,78 @@ def test_static_members_restart_without_moving_partitions_and_a_duplicate_instan
         for x in consumers:
             x.close()
         admin.close()
+
+
+def commit_direct(address: str, group: str, topic: str, offset: int) -> cpb.OffsetCommitResponse:
+    stub = cpb_grpc.GroupCoordinatorStub(grpc.insecure_channel(address))
+    return stub.OffsetCommit(cpb.OffsetCommitRequest(group_id=group, member_epoch=-1, topics=[
+        cpb.OffsetCommitTopic(name=topic, partitions=[cpb.OffsetCommitPartition(partition=0, committed_offset=offset)])]),
+        timeout=10)
+
+
+def owner_proc(c: Any, node: pb.GroupCoordinatorNode) -> Any:
+    return next(p for p in c.procs("coordinator") if p.address == node.address)
+
+
+def test_coordinator_faults_pause_fences_the_old_owner_and_kill_loses_no_acknowledged_commit(make_cluster) -> None:
+    c, bootstrap, admin = small_cluster(make_cluster, coordinators=2)
+    admin.create_topic("faults", partitions=2)
+    first = find_coordinator(bootstrap, "F")
+    wait_for(lambda: commit_direct(first.address, "F", "faults", 1).error_code == 0, 30, what="the group served")
+
+    # SIGSTOP the owner until the other instance has taken the partition over and serves it.
+    paused = owner_proc(c, first)
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        second = wait_for(lambda: (n := find_coordinator(bootstrap, "F")).address != first.address and n, 30,
+                          what="ownership to move")
+        wait_for(lambda: commit_direct(second.address, "F", "faults", 2).error_code == 0, 30, what="the new owner serving")
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    # The woken owner still believes it owns the group: whatever it tries to write is refused.
+    stale = commit_direct(first.address, "F", "faults", 999)
+    assert stale.error_code != 0 or stale.topics[0].partitions[0].error_code != 0, stale
+    # Wherever the group lives now (the woken instance may take its partitions back), offset 2 stands.
+    group_client = GroupCoordinatorClient(ClusterClient(bootstrap, "test"), "F")
+    fetched = group_client.call("OffsetFetch", cpb.OffsetFetchRequest(group_id="F"))
+    assert fetched.error_code == 0 and fetched.topics[0].partitions[0].committed_offset == 2, fetched
+    group_client.close()
+
+    # kill -9 the (new) owner while a member commits: nothing acknowledged may be lost.
+    consumer = Consumer(bootstrap, group_id="F2", auto_offset_reset="earliest", heartbeat_interval_ms=250,
+                        enable_auto_commit=False)
+    find_coordinator(bootstrap, "F2")
+    consumer.subscribe(["faults"])
+    poll_until([consumer], lambda: len(consumer.assignment()) == 2, 30, "the member's partitions")
+    acked: dict[TopicPartition, int] = {}
+    stop = threading.Event()
+    errors: list[Exception] = []
+
+    def commit_loop() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            offsets = {tp: n for tp in consumer.assignment()}
+            try:
+                consumer.commit(offsets)
+                acked.update(offsets)
+            except TidelogError as exc:
+                errors.append(exc)
+
+    owner = owner_proc(c, find_coordinator(bootstrap, "F2"))
+    t = threading.Thread(target=commit_loop)
+    t.start()
+    try:
+        wait_for(lambda: len(acked) == 2 and min(acked.values()) > 20, 20, what="some acknowledged commits")
+        os.kill(owner.pid, signal.SIGKILL)
+        before = dict(acked)
+        wait_for(lambda: all(acked.get(tp, 0) > v for tp, v in before.items()), 40,
+                 what="commits acknowledged by the next owner")
+    finally:
+        stop.set()
+        t.join(30)
+    last = dict(acked)
+    committed = consumer.committed(last)
+    assert all(committed[tp] is not None and committed[tp] >= off for tp, off in last.items()), (committed, last)
+    consumer.close()
+    admin.close()
