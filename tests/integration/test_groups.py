@@ -12,8 +12,11 @@ import time
 from typing import Any
 
 import grpc
+import httpx
 import pytest
+from click.testing import CliRunner
 
+from shared.cli.main import cli
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
@@ -168,10 +171,46 @@ def test_static_members_restart_without_moving_partitions_and_a_duplicate_instan
                 dup.poll(50)
         assert err.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
         dup.close()
+        check_rest_and_cli(c, bootstrap, consumers)
     finally:
         for x in consumers:
             x.close()
         admin.close()
+
+
+def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> None:
+    """REST /v1/groups and `tidelog groups` on the static group S of the test above."""
+    produce(bootstrap, "static", 60)
+    poll_until(consumers, lambda: True, 0.5, "")
+    consumers[0].commit()
+    rest = c.rest
+    assert {"group_id": "S", "state": "Stable", "members": 3} in httpx.get(f"{rest}/v1/groups").json()["groups"]
+    d = httpx.get(f"{rest}/v1/groups/S").json()
+    assert d["state"] == "Stable" and d["assignor"] == "uniform" and len(d["members"]) == 3
+    assert sorted(m["instance_id"] for m in d["members"]) == ["i-0", "i-1", "i-2"]
+    rows = {(p["topic"], p["partition"]): p for p in d["partitions"]}
+    assert len(rows) == 6 and all(p["log_end_offset"] >= 0 for p in rows.values())
+    committed = [p for p in rows.values() if p["committed_offset"] is not None]
+    assert committed and all(p["lag"] == p["log_end_offset"] - p["committed_offset"] for p in committed)
+    r = httpx.delete(f"{rest}/v1/groups/S")
+    assert r.status_code == 409 and r.json()["error"] == "NON_EMPTY_GROUP"
+    r = httpx.post(f"{rest}/v1/groups/S/offsets/reset", json={"topic": "static", "to": "earliest"})
+    assert r.status_code == 409
+    for x in consumers:  # static members leave with -2: the group empties once their sessions expire
+        x.close()
+    wait_for(lambda: httpx.get(f"{rest}/v1/groups/S").json()["state"] == "Empty", 20, what="the group to empty")
+    runner = CliRunner()
+    args = ["--rest", rest, "--bootstrap-server", bootstrap]
+    out = runner.invoke(cli, ["groups", "reset-offsets", "S", "--topic", "static:0,1", "--to-offset", "1", *args])
+    assert out.exit_code == 0, out.output
+    r = httpx.post(f"{rest}/v1/groups/S/offsets/reset", json={"topic": "static", "partitions": [0], "to": "offset",
+                                                               "value": 1, "execute": True})
+    assert r.json()["partitions"][0]["new_offset"] == 1
+    part0 = {p["partition"]: p for p in httpx.get(f"{rest}/v1/groups/S").json()["partitions"]}[0]
+    assert part0["committed_offset"] == 1
+    assert runner.invoke(cli, ["groups", "list", *args]).exit_code == 0
+    assert runner.invoke(cli, ["groups", "delete", "S", *args]).exit_code == 0
+    assert httpx.get(f"{rest}/v1/groups/S").status_code == 404
 
 
 def commit_direct(address: str, group: str, topic: str, offset: int) -> cpb.OffsetCommitResponse:

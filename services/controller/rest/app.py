@@ -8,13 +8,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.controller.rest import cluster, leaders, topics
+from services.controller.rest import cluster, groups, leaders, topics
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
     ErrorCode.TOPIC_ALREADY_EXISTS: 409,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
     ErrorCode.NOT_CONTROLLER: 503,
+    ErrorCode.GROUP_ID_NOT_FOUND: 404,
+    ErrorCode.NON_EMPTY_GROUP: 409,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
 }
 
 
@@ -28,6 +31,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(leaders.router)
+    app.include_router(groups.router)
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
