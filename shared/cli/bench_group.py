@@ -20,6 +20,7 @@ import click
 from shared.cli.connect import bootstrap_servers, cluster_options
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.client.cluster import ClusterClient
+from shared.errors import TidelogError
 
 
 class _Listener:
@@ -75,8 +76,13 @@ def _create_topic(servers: str, topic: str, partitions: int) -> None:
             admin.create_partitions(topic, min(total, partitions))
     cluster = ClusterClient(servers, "bench-group")
     deadline = time.monotonic() + 60
-    while len(cluster.refresh([topic]).topics.get(topic, {})) < partitions and time.monotonic() < deadline:
-        time.sleep(0.1)  # until the brokers' metadata shows every partition
+    while time.monotonic() < deadline:  # until the brokers' metadata shows every partition
+        try:
+            if len(cluster.refresh([topic]).topics.get(topic, {})) >= partitions:
+                break
+        except TidelogError:
+            pass  # a broker busy creating the partitions may not answer at once
+        time.sleep(0.2)
     cluster.close()
 
 
