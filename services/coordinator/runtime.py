@@ -191,8 +191,9 @@ class CoordinatorRuntime:
             marker = await pr.writer.write_marker()
             pr.shard.set_topics(self.view.topics)
             count, secs = await load_partition(pr.partition, marker + 1, self.stub_for, pr.shard.replay)
-            pr.shard.set_topics(self.view.topics)
             pr.shard.loaded(self.now_ms())
+            # Topics may have changed while no one owned the partition: bump those groups' epochs now.
+            await pr.writer.write(pr.shard.set_topics(self.view.topics))
             pr.loaded = True
             pr.stats = {"records": count, "seconds": round(secs, 3), "records_per_s": round(count / secs) if secs else 0}
             log.info("partition loaded", extra={"partition": pr.partition, **pr.stats})
