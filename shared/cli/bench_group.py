@@ -51,6 +51,8 @@ class _Member(threading.Thread):
         self.stop = threading.Event()
         self.commit_mode = threading.Event()
         self.commits = 0
+        self.commit_errors = 0
+        self.last_error = ""
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -58,8 +60,9 @@ class _Member(threading.Thread):
                 try:
                     self.consumer.commit()  # the positions of every owned partition, one request
                     self.commits += 1
-                except Exception:  # a commit refused mid-rebalance is retried on the next round
-                    pass
+                except Exception as exc:  # a commit refused mid-rebalance is retried on the next round
+                    self.commit_errors += 1
+                    self.last_error = str(exc)
                 continue
             batch = self.consumer.poll(50)
             if batch:
@@ -141,6 +144,8 @@ def run_group_bench(servers: str, partitions: int, members: int, seconds: float)
         "join_partitions_moved_to_new_member": late.listener.assigned,
         "join_partitions_revoked_from_others": sum(m.listener.revoked for m in crew[:-1]),
         "commits_per_s": round(commits / commit_s), "commit_seconds": round(commit_s, 2),
+        "commit_errors": sum(m.commit_errors for m in crew),
+        "last_commit_error": next((m.last_error for m in crew if m.last_error), ""),
     }
 
 
@@ -164,4 +169,5 @@ def bench_group(partitions: int, members: int, seconds: float, as_json: bool, bo
         f"{res['join_partitions_moved_to_new_member']} partitions moved to it, "
         f"{res['join_partitions_revoked_from_others']} revoked from the others\n"
         f"(c) offset commits (acks=all) from {members + 1} members: {res['commits_per_s']:,} commits/s"
+        + (f" ({res['commit_errors']} failed: {res['last_commit_error']})" if res["commit_errors"] else "")
     )
