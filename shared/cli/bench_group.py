@@ -144,6 +144,7 @@ def run_group_bench(servers: str, partitions: int, members: int, seconds: float)
         "join_partitions_moved_to_new_member": late.listener.assigned,
         "join_partitions_revoked_from_others": sum(m.listener.revoked for m in crew[:-1]),
         "commits_per_s": round(commits / commit_s), "commit_seconds": round(commit_s, 2),
+        "partition_offsets_per_s": round(commits * partitions / len(crew) / commit_s),
         "commit_errors": sum(m.commit_errors for m in crew),
         "last_commit_error": next((m.last_error for m in crew if m.last_error), ""),
     }
@@ -168,6 +169,7 @@ def bench_group(partitions: int, members: int, seconds: float, as_json: bool, bo
         f"(b) member {members + 1} joins: owns its partitions after {res['join_time_to_own_partitions_s']:.2f} s; "
         f"{res['join_partitions_moved_to_new_member']} partitions moved to it, "
         f"{res['join_partitions_revoked_from_others']} revoked from the others\n"
-        f"(c) offset commits (acks=all) from {members + 1} members: {res['commits_per_s']:,} commits/s"
+        f"(c) offset commits (acks=all) from {members + 1} members, each of all its ~{partitions // (members + 1)} "
+        f"partitions: {res['commits_per_s']:,} commits/s ({res['partition_offsets_per_s']:,} partition offsets/s)"
         + (f" ({res['commit_errors']} failed: {res['last_commit_error']})" if res["commit_errors"] else "")
     )
