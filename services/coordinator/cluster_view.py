@@ -52,6 +52,16 @@ class ViewWatcher:
         self.store.watch_prefix(k.services_prefix("coordinator"), self._instances, "coordinators")
         self.store.watch_prefix(k.offsets_owners_prefix(), self._owners, "offsets owners")
 
+    async def reload(self) -> None:
+        """Read every prefix again. A watch started on an empty prefix can miss the keys created
+        just before it began (the store starts such a watch at "now"); this repairs the view."""
+        k = self.keys
+        self._brokers(await self.store.get_prefix(k.brokers_prefix()))
+        self._topics(await self.store.get_prefix(k.topics_prefix()))
+        self._leaders(await self.store.get_prefix(k.partitions_prefix(OFFSETS_TOPIC)))
+        self._instances(await self.store.get_prefix(k.services_prefix("coordinator")))
+        self._owners(await self.store.get_prefix(k.offsets_owners_prefix()))
+
     def _loaded(self, what: str) -> None:
         self._seen.add(what)
         if len(self._seen) == 5:

@@ -60,6 +60,7 @@ class CoordinatorRuntime:
         self.partitions: dict[int, PartitionRuntime] = {}
         self.watcher = ViewWatcher(store, self._on_topics, self._on_membership)
         self._replan = asyncio.Event()
+        self._reload_soon = asyncio.Event()
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -76,6 +77,7 @@ class CoordinatorRuntime:
         await asyncio.wait_for(self.watcher.ready.wait(), 30)
         self._tasks.append(asyncio.ensure_future(self._rebalance_loop()))
         self._tasks.append(asyncio.ensure_future(self._timer_loop()))
+        self._tasks.append(asyncio.ensure_future(self._reload_loop()))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -109,6 +111,7 @@ class CoordinatorRuntime:
     async def stub_for(self, partition: int) -> pb_grpc.BrokerStub | None:
         address = self.view.leader_address(partition)
         if address is None:
+            self._reload_soon.set()
             return None
         ch = self._channels.get(address)
         if ch is None:
@@ -220,6 +223,20 @@ class CoordinatorRuntime:
         self._replan.set()
 
     # -- timers ------------------------------------------------------------------------------------
+
+    async def _reload_loop(self, every_s: float = 5.0) -> None:
+        """Re-read the view every few seconds, and soon after a leader was found missing."""
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._reload_soon.wait(), every_s)
+            self._reload_soon.clear()
+            try:
+                await self.watcher.reload()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("view reload failed", extra={"error": str(exc)})
+            await asyncio.sleep(0.2)
 
     async def _timer_loop(self) -> None:
         tick = max(0.05, min(0.5, self.config.session_timeout_ms / 20_000))

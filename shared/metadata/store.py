@@ -230,6 +230,12 @@ class MetadataStore:
                 rev = max((m for _, _, m in snapshot.values()), default=0)
                 await _maybe_await(on_change(snapshot))
                 watch = await self.client.watch_prefix(prefix, start_revision=rev + 1 if rev else None)
+                if not rev:
+                    # Started at "now" on an empty prefix: keys created between the read and the
+                    # watch would be missed (their events predate it), so read once more.
+                    again = await self.get_prefix(prefix)
+                    if again:
+                        await _maybe_await(on_change(again))
                 async for _event in watch:
                     await _maybe_await(on_change(await self.get_prefix(prefix)))
             except asyncio.CancelledError:
