@@ -29,6 +29,8 @@ def by_topic_name(tps: r.TopicIdPartitions, topic_names: Mapping[str, str]) -> s
 class RecordBuilder:
     def __init__(self, topic_ids: Mapping[str, str]) -> None:
         self.topic_ids = topic_ids  # topic name -> topic id (hex), kept current by the shard
+        # Members commit the same partitions again and again: their keys are encoded once.
+        self._offset_keys: dict[tuple[str, TopicPartition], bytes] = {}
 
     def group_epoch(self, g: ConsumerGroup) -> Rec:
         return r.encode_key(r.RecordKey(r.GROUP_METADATA, g.group_id)), r.encode_group_metadata(g.epoch, g.metadata_hash)
@@ -61,7 +63,12 @@ class RecordBuilder:
     def group_tombstones(self, group_id: str) -> list[Rec]:
         return [(r.encode_key(r.RecordKey(t, group_id)), None) for t in (r.TARGET_ASSIGNMENT_METADATA, r.GROUP_METADATA)]
 
-    @staticmethod
-    def offset(group_id: str, tp: TopicPartition, value: r.OffsetValue | None) -> Rec:
-        key = r.encode_key(r.RecordKey(r.OFFSET_COMMIT, group_id, topic=tp.topic, partition=tp.partition))
+
+    def offset(self, group_id: str, tp: TopicPartition, value: r.OffsetValue | None) -> Rec:
+        key = self._offset_keys.get((group_id, tp))
+        if key is None:
+            if len(self._offset_keys) > 100_000:
+                self._offset_keys.clear()
+            key = self._offset_keys[(group_id, tp)] = r.encode_key(
+                r.RecordKey(r.OFFSET_COMMIT, group_id, topic=tp.topic, partition=tp.partition))
         return key, None if value is None else r.encode_offset(value)

@@ -135,6 +135,9 @@ def _topic_partitions(tps: TopicIdPartitions) -> bytes:
 
 # -- primitive reader ---------------------------------------------------------------------------
 
+_STRUCTS: dict[str, struct.Struct] = {}
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -148,8 +151,12 @@ class _Reader:
         return b
 
     def int(self, fmt: str) -> int:
-        s = struct.Struct(fmt)
-        return int(s.unpack(self.take(s.size))[0])
+        s = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        if self.pos + s.size > len(self.data):
+            raise CorruptRecordError("__consumer_offsets record is truncated")
+        value = s.unpack_from(self.data, self.pos)[0]
+        self.pos += s.size
+        return int(value)
 
     def uvarint(self) -> int:
         n = shift = 0
@@ -223,15 +230,27 @@ def encode_offset(v: OffsetValue) -> bytes:
             + struct.pack(">q", v.commit_timestamp))
 
 
+_I16, _I64, _V3_HEAD = struct.Struct(">h"), struct.Struct(">q"), struct.Struct(">hqi")
+
+
 def decode_offset(data: bytes) -> OffsetValue:
-    r = _Reader(data)
-    version = r.int(">h")
-    offset = r.int(">q")
-    epoch = r.int(">i") if version >= 3 else -1
-    if version >= 4:
-        raise CorruptRecordError(f"OffsetCommitValue v{version} (flexible) is not supported")
-    metadata = r.str16()
-    ts = r.int(">q")
+    """OffsetCommitValue v0-v3 (the hot path of loading and of every commit: one unpack per field group)."""
+    try:
+        version = _I16.unpack_from(data)[0]
+        if version >= 4:
+            raise CorruptRecordError(f"OffsetCommitValue v{version} (flexible) is not supported")
+        if version >= 3:
+            _, offset, epoch = _V3_HEAD.unpack_from(data)
+            pos = 14
+        else:
+            offset, epoch, pos = _I64.unpack_from(data, 2)[0], -1, 10
+        n = _I16.unpack_from(data, pos)[0]
+        if n < 0 or pos + 2 + n > len(data):
+            raise CorruptRecordError("OffsetCommitValue metadata is truncated")
+        metadata = data[pos + 2:pos + 2 + n].decode()
+        ts = _I64.unpack_from(data, pos + 2 + n)[0]
+    except struct.error as exc:
+        raise CorruptRecordError(f"OffsetCommitValue is truncated: {exc}") from exc
     return OffsetValue(offset, epoch, metadata, ts)
 
 

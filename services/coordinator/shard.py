@@ -41,6 +41,7 @@ class GroupShard:
         self.topic_ids: dict[str, str] = {}  # name -> id
         self.topic_names: dict[str, str] = {}  # id -> name
         self.builder = RecordBuilder(self.topic_ids)
+        self._decoded_keys: dict[bytes, r.RecordKey] = {}
         self.membership = Membership(config, self.topics, self.builder, new_member_id or (lambda: uuid.uuid4().hex))
 
     # -- topic metadata -------------------------------------------------------------------------
@@ -118,10 +119,11 @@ class GroupShard:
         if not group_id:
             raise fail(ErrorCode.INVALID_GROUP_ID, "group id is empty")
         member = self._committer(group_id, member_id, member_epoch)
+        owned = member.owned() if member is not None else None
         errors: dict[TopicPartition, int] = {}
         recs: list[Rec] = []
         for c in commits:
-            if member is not None and c.tp not in member.owned():
+            if owned is not None and c.tp not in owned:
                 errors[c.tp] = ErrorCode.STALE_MEMBER_EPOCH
             elif len(c.metadata.encode()) > self.config.offset_metadata_max_bytes:
                 errors[c.tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -180,9 +182,15 @@ class GroupShard:
     # -- loading --------------------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None) -> None:
-        k = r.decode_key(key)
+        k = self._decoded_keys.get(key)
         if k is None:
-            return
+            k = r.decode_key(key)
+            if k is None:
+                return
+            if k.type == r.OFFSET_COMMIT:  # offset keys come back again and again
+                if len(self._decoded_keys) > 100_000:
+                    self._decoded_keys.clear()
+                self._decoded_keys[key] = k
         if k.type == r.OFFSET_COMMIT:
             tp = TopicPartition(k.topic, k.partition)
             if value is None:
