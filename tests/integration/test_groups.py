@@ -3,6 +3,7 @@ scenario with `tidelog consume --group`, static members, and coordinator faults.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -211,6 +212,11 @@ def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> Non
     assert runner.invoke(cli, ["groups", "list", *args]).exit_code == 0
     assert runner.invoke(cli, ["groups", "delete", "S", *args]).exit_code == 0
     assert httpx.get(f"{rest}/v1/groups/S").status_code == 404
+    out = runner.invoke(cli, ["bench", "group", "--partitions", "6", "--members", "2", "--seconds", "0.5", "--json", *args])
+    assert out.exit_code == 0, out.output
+    res = json.loads(out.output.strip().splitlines()[-1])
+    assert res["cold_complete"] and res["commits_per_s"] > 0 and res["commit_errors"] == 0
+    assert res["join_partitions_moved_to_new_member"] == res["join_partitions_revoked_from_others"] == 2
 
 
 def commit_direct(address: str, group: str, topic: str, offset: int) -> cpb.OffsetCommitResponse:
