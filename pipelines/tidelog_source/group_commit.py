@@ -21,7 +21,7 @@ class GroupOffsetCommitter:
     def __init__(self, bootstrap_servers: str, group_id: str) -> None:
         self.group_id = group_id
         self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-commit")
-        self.coordinator = GroupCoordinatorClient(self.cluster, group_id, timeout_s=15)
+        self.coordinator = GroupCoordinatorClient(self.cluster, group_id, timeout_s=5)  # best effort: never hold a batch long
 
     def commit(self, offsets: dict[TopicPartition, int]) -> bool:
         by: dict[str, list[cpb.OffsetCommitPartition]] = {}
