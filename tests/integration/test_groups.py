@@ -146,6 +146,7 @@ def poll_until(consumers: list[Consumer], predicate: Any, timeout: float, what: 
 def test_static_members_restart_without_moving_partitions_and_a_duplicate_instance_is_refused(make_cluster) -> None:
     c, bootstrap, admin = small_cluster(make_cluster)
     admin.create_topic("static", partitions=6)
+    check_regex_subscription(bootstrap, admin)
     find_coordinator(bootstrap, "S")
     listeners = [Counting() for _ in range(3)]
     consumers = [static_consumer(bootstrap, f"i-{i}", listeners[i]) for i in range(3)]
@@ -177,6 +178,20 @@ def test_static_members_restart_without_moving_partitions_and_a_duplicate_instan
         for x in consumers:
             x.close()
         admin.close()
+
+
+def check_regex_subscription(bootstrap: str, admin: Admin) -> None:
+    """A pattern subscription picks up a topic created after the member joined."""
+    consumer = Consumer(bootstrap, group_id="R", auto_offset_reset="earliest", heartbeat_interval_ms=250)
+    find_coordinator(bootstrap, "R")
+    consumer.subscribe(pattern="regex-.*")
+    admin.create_topic("regex-a", partitions=1)
+    poll_until([consumer], lambda: consumer.assignment() == {TopicPartition("regex-a", 0)}, 20, "regex-a")
+    admin.create_topic("regex-b", partitions=2)
+    admin.create_topic("other", partitions=1)
+    want = {TopicPartition("regex-a", 0), TopicPartition("regex-b", 0), TopicPartition("regex-b", 1)}
+    poll_until([consumer], lambda: consumer.assignment() == want, 20, "the new matching topic")
+    consumer.close()
 
 
 def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> None:
@@ -234,6 +249,10 @@ def test_coordinator_faults_pause_fences_the_old_owner_and_kill_loses_no_acknowl
     c, bootstrap, admin = small_cluster(make_cluster, coordinators=2)
     admin.create_topic("faults", partitions=2)
     first = find_coordinator(bootstrap, "F")
+    for proc in c.procs("coordinator"):  # every coordinator instance answers FindCoordinator as the brokers do
+        stub = cpb_grpc.GroupCoordinatorStub(grpc.insecure_channel(proc.address))
+        wait_for(lambda stub=stub: stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["F"]), timeout=5)
+                 .coordinators[0].address == first.address, 10, what="the same answer from every coordinator")
     wait_for(lambda: commit_direct(first.address, "F", "faults", 1).error_code == 0, 30, what="the group served")
 
     # SIGSTOP the owner until the other instance has taken the partition over and serves it.
