@@ -117,7 +117,7 @@ class GroupMember:
         self._leave(static=bool(self.instance_id))
         self.coordinator.close()
 
-    def _leave(self, static: bool) -> None:
+    def _leave(self, static: bool, forget_owned: bool = True) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -131,8 +131,9 @@ class GroupMember:
                 self.coordinator.call("ConsumerGroupHeartbeat", req, deadline_s=5)
             except TidelogError as exc:
                 log.info("leave group failed: %s", exc)
-        self.epoch = 0
-        self.owned = set()
+        self.epoch, self.target = 0, None
+        if forget_owned:  # else the next poll() reports them lost
+            self.owned = set()
 
     # -- the application's thread ----------------------------------------------------------------
 
@@ -277,7 +278,7 @@ class GroupMember:
             if time.monotonic() - self._last_poll > self.max_poll_interval_ms / 1000 and self.epoch > 0:
                 log.warning("max.poll.interval.ms (%d) passed without poll(): leaving the group", self.max_poll_interval_ms)
                 self._left_for_poll_timeout = True
-                threading.Thread(target=self._leave, args=(False,), daemon=True).start()
+                threading.Thread(target=self._leave, args=(False, False), daemon=True).start()
                 return
             sent_owned = set(self.owned)
             try:

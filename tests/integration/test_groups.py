@@ -147,6 +147,7 @@ def test_static_members_restart_without_moving_partitions_and_a_duplicate_instan
     c, bootstrap, admin = small_cluster(make_cluster)
     admin.create_topic("static", partitions=6)
     check_regex_subscription(bootstrap, admin)
+    check_max_poll_interval(bootstrap)
     find_coordinator(bootstrap, "S")
     listeners = [Counting() for _ in range(3)]
     consumers = [static_consumer(bootstrap, f"i-{i}", listeners[i]) for i in range(3)]
@@ -192,6 +193,23 @@ def check_regex_subscription(bootstrap: str, admin: Admin) -> None:
     want = {TopicPartition("regex-a", 0), TopicPartition("regex-b", 0), TopicPartition("regex-b", 1)}
     poll_until([consumer], lambda: consumer.assignment() == want, 20, "the new matching topic")
     consumer.close()
+
+
+def check_max_poll_interval(bootstrap: str) -> None:
+    """A member that does not poll for max.poll.interval.ms leaves; its partitions go to the other;
+    at its next poll it reports them lost and joins again."""
+    la, lb = Counting(), Counting()
+    a = Consumer(bootstrap, group_id="P", heartbeat_interval_ms=250, max_poll_interval_ms=1500)
+    b = Consumer(bootstrap, group_id="P", heartbeat_interval_ms=250)
+    a.subscribe(["static"], listener=la)
+    b.subscribe(["static"], listener=lb)
+    poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 3, 20, "a spread")
+    poll_until([b], lambda: len(b.assignment()) == 6, 20, "b taking a's partitions")
+    a.poll(10)
+    assert len(la.lost) == 1 and len(la.lost[0]) == 3  # reported lost at the next poll, as Kafka does
+    poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 3, 20, "a back")
+    a.close()
+    b.close()
 
 
 def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> None:
