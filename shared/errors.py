@@ -62,6 +62,18 @@ class ErrorCode(IntEnum):
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELECTION_NOT_NEEDED = 84
     INVALID_RECORD = 87
+    # consumer groups (issue 10)
+    OFFSET_METADATA_TOO_LARGE = 12
+    INVALID_GROUP_ID = 24
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    GROUP_MAX_SIZE_REACHED = 81
+    PRODUCER_FENCED = 90
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 #: Codes a client may retry after refreshing metadata or backing off.

@@ -70,7 +70,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+# Test clusters get a small __consumer_offsets (50 partitions x RF 3 would replicate for nothing in most tests).
+TEST_ENV = {"TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6"}
+
+
 def start_cluster(tmp: str, **kw: Any) -> Cluster:
+    kw["extra_env"] = {**TEST_ENV, **kw.get("extra_env", {})}
     spec = ClusterSpec(data_dir=tmp, session_timeout_ms=kw.pop("session_timeout_ms", TEST_SESSION_TIMEOUT_MS), **kw)
     lc = LocalCluster(spec, detach=False)
     info = lc.start(timeout=90)

@@ -34,6 +34,7 @@ class SourceOptions:
     include_headers: bool = False
     min_partitions: int | None = None
     max_bytes_per_fetch: int = 8 * 1024 * 1024
+    commit_to_group: str | None = None  # streaming: commit each finished micro-batch's offsets to this group
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -114,6 +115,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     max_per_trigger = opts.get("maxoffsetspertrigger")
     if max_per_trigger is not None and (not max_per_trigger.isdigit() or int(max_per_trigger) <= 0):
         raise OptionError(f"option maxOffsetsPerTrigger must be a positive integer, got {max_per_trigger!r}")
+    group = opts.get("commitoffsetstogroup")
+    if group is not None and (not streaming or not group.strip()):
+        raise OptionError("option commitOffsetsToGroup takes a group id and is for streaming queries only")
     min_parts = opts.get("minpartitions")
     if min_parts is not None and (not min_parts.isdigit() or int(min_parts) <= 0):
         raise OptionError(f"option minPartitions must be a positive integer, got {min_parts!r}")
@@ -130,4 +134,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         fail_on_data_loss=_bool(opts.get("failondataloss"), True, "failOnDataLoss"),
         include_headers=_bool(opts.get("includeheaders"), False, "includeHeaders"),
         min_partitions=int(min_parts) if min_parts else None,
+        commit_to_group=group.strip() if group else None,
     )

@@ -27,6 +27,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from pipelines.tidelog_source.data_loss import offsets_past_end, resolve_data_loss
+from pipelines.tidelog_source.group_commit import GroupOffsetCommitter
 from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, plan_ranges, to_tps
 from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_options
 from shared.client.cluster import ClusterClient
@@ -241,6 +242,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._resolver: OffsetResolver | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._committer: GroupOffsetCommitter | None = None
 
     @property
     def resolver(self) -> OffsetResolver:
@@ -328,11 +330,18 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(self.opts, partition)
 
     def commit(self, end: Offsets) -> None:
-        pass  # nothing to do: offsets live in Spark's checkpoint, not in Tidelog
+        """Offsets live in Spark's checkpoint; with ``commitOffsetsToGroup`` they are also committed to
+        that consumer group (best effort) so lag tools see the query's progress."""
+        if self.opts.commit_to_group:
+            if self._committer is None:
+                self._committer = GroupOffsetCommitter(self.opts.bootstrap_servers, self.opts.commit_to_group)
+            self._committer.commit(to_tps(end))
 
     def stop(self) -> None:
         if self._resolver is not None:
             self._resolver.close()
+        if self._committer is not None:
+            self._committer.close()
 
 
 @dataclass

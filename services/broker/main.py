@@ -56,9 +56,11 @@ class Broker(Service[BrokerSettings]):
         self._pid_next = 0
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
+        self.coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
+        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
+                                           lambda: self.coordinator_owners), server)
         add_cleaner_servicer(CleanerServicer(self.cleaner_jobs, self.settings.id), server)
 
     async def allocate_producer_id(self) -> int:
@@ -83,9 +85,13 @@ class Broker(Service[BrokerSettings]):
             on_lost=self._on_lease_lost,
         )
         await self.metadata.start()
+        self.store.watch_prefix(self.store.keys.offsets_owners_prefix(), self._on_coordinator_owners, "offsets owners")
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._isr_loop()))
+
+    def _on_coordinator_owners(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
+        self.coordinator_owners = {int(k.decode().rsplit("/", 1)[-1]): v for k, (v, _, _) in snap.items()}
 
     def _on_lease_lost(self) -> None:
         self.replicas.fence()

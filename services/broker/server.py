@@ -18,7 +18,9 @@ from typing import Any
 import grpc
 
 from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManager
+from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode, TidelogError
+from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
@@ -32,10 +34,12 @@ MAX_IN_FLIGHT_PER_STREAM = 16
 
 class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(self, rm: ReplicaManager, broker_id: int,
-                 allocate_producer_id: Callable[[], Awaitable[int]] | None = None) -> None:
+                 allocate_producer_id: Callable[[], Awaitable[int]] | None = None,
+                 coordinator_owners: Callable[[], dict[int, dict[str, Any]]] | None = None) -> None:
         self.rm = rm
         self.broker_id = broker_id
         self.allocate_producer_id = allocate_producer_id
+        self.coordinator_owners = coordinator_owners or dict
 
     # -- metadata --------------------------------------------------------------------------------
 
@@ -208,6 +212,11 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             log.exception("producer id allocation failed")
             return pb.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=0)
+
+
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+        topic = self.rm.view.topics.get(OFFSETS_TOPIC)
+        return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0, self.coordinator_owners())
 
 
 def _read_produce_request(data: bytes) -> ProduceRequestView | WireError:

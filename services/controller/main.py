@@ -15,6 +15,7 @@ from pydantic import Field
 
 from services.controller.election import ControllerElection, ControllerIdentity
 from services.controller.grpc_api import ControllerServicer
+from services.controller.internal_topics import ensure_offsets_topic
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
@@ -32,6 +33,8 @@ class ControllerSettings(ServiceSettings):
     leader_imbalance_check_interval_seconds: int = Field(
         300, ge=1, le=86_400, description="leader.imbalance.check.interval.seconds"
     )
+    offsets_topic_num_partitions: int = Field(50, ge=1, le=1000, description="offsets.topic.num.partitions")
+    offsets_topic_replication_factor: int = Field(3, ge=1, le=10, description="offsets.topic.replication.factor")
 
 
 class Controller(Service[ControllerSettings]):
@@ -76,6 +79,8 @@ class Controller(Service[ControllerSettings]):
         )
         self._tasks.append(asyncio.create_task(self.election.run()))
         self._tasks.append(asyncio.create_task(self.partitions.run()))
+        self._tasks.append(asyncio.create_task(ensure_offsets_topic(
+            self.topics, self.election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
         while not self._rest.started:
             await asyncio.sleep(0.02)
 

@@ -89,6 +89,11 @@ class TopicManager:
         validate_topic_name(name)
         if name in INTERNAL_TOPICS:
             raise InvalidTopicError(f"{name} is an internal topic managed by Tidelog")
+        return await self.create_internal(name, partitions, replication_factor, configs)
+
+    async def create_internal(self, name: str, partitions: int, replication_factor: int,
+                              configs: dict[str, Any]) -> dict[str, Any]:
+        """``create`` without the internal-name check (the controller's own topics)."""
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
         parsed = validate_topic_configs(configs)

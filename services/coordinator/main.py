@@ -1,17 +1,64 @@
-"""The coordinator process. Group coordinator: consumer groups and offsets in __consumer_offsets (registration only so far)."""
+"""The coordinator process: consumer groups (KIP-848) and offsets in ``__consumer_offsets``.
+
+Registers under its lease, shares the ``__consumer_offsets`` partitions with the other
+instances (``runtime.py``) and serves the GroupCoordinator gRPC service (``servicer.py``).
+Stores nothing on its own disk: everything is in the topic, written through the brokers.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import grpc
+from pydantic import Field
+
+from services.coordinator.config import GroupConfig
+from services.coordinator.runtime import CoordinatorRuntime
+from services.coordinator.servicer import GroupCoordinatorServicer
+from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
 
 class CoordinatorSettings(ServiceSettings):
-    pass
+    group_consumer_session_timeout_ms: int = Field(45_000, ge=500, le=3_600_000,
+                                                   description="group.consumer.session.timeout.ms")
+    group_consumer_heartbeat_interval_ms: int = Field(5_000, ge=50, le=3_600_000,
+                                                      description="group.consumer.heartbeat.interval.ms")
+    group_consumer_max_size: int = Field(2**31 - 1, ge=1, description="group.consumer.max.size")
+    offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="offsets.retention.minutes")
+    offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
 
 
 class Coordinator(RegisteredService[CoordinatorSettings]):
     role = "coordinator"
+
+    def __init__(self, settings: CoordinatorSettings) -> None:
+        super().__init__(settings)
+        s = settings
+        self.group_config = GroupConfig(
+            session_timeout_ms=s.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=s.group_consumer_heartbeat_interval_ms,
+            max_size=s.group_consumer_max_size,
+            offsets_retention_ms=s.offsets_retention_minutes * 60_000,
+            offset_metadata_max_bytes=s.offset_metadata_max_bytes,
+        )
+        self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config)
+
+    def add_servicers(self, server: grpc.aio.Server) -> None:
+        cpb_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorServicer(self.runtime), server)
+
+    async def start(self) -> None:
+        self.runtime.address = self.address
+        reg = await self.store.register(self.store.keys.service(self.role, self.instance), self.registration_value(),
+                                        self.settings.session_timeout_s, on_lost=self.runtime.lease_lost)
+        await self.runtime.start(reg)
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+    def ready_info(self) -> dict[str, Any]:
+        return {**super().ready_info(), "partitions": sorted(self.runtime.partitions)}
 
 
 def main() -> None:

@@ -145,19 +145,24 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 @click.option("--fetch-depth", type=click.IntRange(1), default=4, show_default=True,
               help="fetches in flight per broker stream")
 @click.option("--timeout-ms", type=click.IntRange(1), default=30_000, show_default=True, help="give up when idle this long")
+@click.option("--group", default=None, help="consume as a member of this (new) group instead of assign (joining is timed)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
-                  max_poll_records: int, fetch_depth: int, timeout_ms: int, as_json: bool, progress: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+                  max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool,
+                  bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     consumer = Consumer(servers, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
                         max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
-                        fetch_depth=fetch_depth)
-    parts = consumer.cluster.partitions_for(topic, 10)
-    consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
-    consumer.seek_to_beginning()
+                        fetch_depth=fetch_depth, group_id=group)
+    if group is not None:
+        consumer.subscribe([topic])
+    else:
+        parts = consumer.cluster.partitions_for(topic, 10)
+        consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        consumer.seek_to_beginning()
     bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
     n = 0
     nbytes = 0

@@ -70,15 +70,25 @@ def produce(topic: str, key_separator: str | None, acks: str, partition: int | N
 @click.option("--timeout-ms", type=click.IntRange(1), default=None, help="exit when no record arrives for this long")
 @click.option("--print-key", is_flag=True, help="print key<TAB>value")
 @click.option("--print-offset", is_flag=True, help="print partition:offset before each record")
+@click.option("--group", default=None, help="consume as a member of this consumer group (commits after printing)")
+@click.option("--group-instance-id", default=None, help="group.instance.id: a static member (needs --group)")
 @cluster_options
 def consume(topic: str, from_beginning: bool, partition: int | None, offset: int | None, max_messages: int | None,
-            timeout_ms: int | None, print_key: bool, print_offset: bool,
+            timeout_ms: int | None, print_key: bool, print_offset: bool, group: str | None, group_instance_id: str | None,
             bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Print the records of TOPIC, one value per line."""
     if offset is not None and partition is None:
         raise click.UsageError("--offset needs --partition")
+    if group is not None and (partition is not None or offset is not None):
+        raise click.UsageError("--group cannot be combined with --partition/--offset")
+    if group_instance_id is not None and group is None:
+        raise click.UsageError("--group-instance-id needs --group")
     servers = bootstrap_servers(bootstrap, rest, data_dir)
-    consumer = Consumer(servers, auto_offset_reset="earliest" if from_beginning else "latest")
+    reset = "earliest" if from_beginning else "latest"
+    if group is not None:
+        consume_group(servers, topic, group, group_instance_id, reset, max_messages, timeout_ms, print_key, print_offset)
+        return
+    consumer = Consumer(servers, auto_offset_reset=reset)
     out = sys.stdout.buffer
     count = 0
     try:
@@ -107,6 +117,56 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
                 out.write(prefix + key + (r.value or b"") + b"\n")
                 count += 1
             out.flush()
+    except TidelogError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
+
+
+class _PrintAssignment:
+    """Says on stderr which partitions this member got or gave up."""
+
+    @staticmethod
+    def _say(what: str, tps: set[TopicPartition]) -> None:
+        click.echo(f"{what}: {', '.join(str(tp) for tp in sorted(tps))}", err=True)
+
+    def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+        self._say("assigned", tps)
+
+    def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+        self._say("revoked", tps)
+
+    def on_partitions_lost(self, tps: set[TopicPartition]) -> None:
+        self._say("lost", tps)
+
+
+def consume_group(servers: str, topic: str, group: str, instance_id: str | None, reset: str, max_messages: int | None,
+                  timeout_ms: int | None, print_key: bool, print_offset: bool) -> None:
+    """``consume --group``: subscribe, print, commit after printing each batch (at least once)."""
+    consumer = Consumer(servers, group_id=group, group_instance_id=instance_id, auto_offset_reset=reset,
+                        enable_auto_commit=False)
+    out = sys.stdout.buffer
+    count = 0
+    try:
+        consumer.subscribe([topic], listener=_PrintAssignment())
+        idle_since = time.monotonic()
+        while max_messages is None or count < max_messages:
+            batch = consumer.poll(200, max_records=(max_messages - count) if max_messages else None)
+            if not batch:
+                if timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for r in batch:
+                prefix = f"{r.partition}:{r.offset}\t".encode() if print_offset else b""
+                key = (r.key or b"") + b"\t" if print_key else b""
+                out.write(prefix + key + (r.value or b"") + b"\n")
+                count += 1
+            out.flush()
+            consumer.commit({tp: recs[-1].offset + 1 for tp in batch.partitions() if (recs := batch.records(tp))})
     except TidelogError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

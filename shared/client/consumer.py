@@ -18,13 +18,14 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
+from shared.client.group_member import ConsumerRebalanceListener, GroupMember
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -210,11 +211,16 @@ class Consumer:
         prefetch_bytes: int = 8 * 1_048_576,
         fetch_depth: int = 4,
         retry_backoff_ms: int = 100,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 5000,
+        max_poll_interval_ms: int = 300_000,
+        group_remote_assignor: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be 'earliest', 'latest' or 'none'")
-        if group_id is not None:
-            raise NotImplementedError("consumer groups (group_id / subscribe) are not supported yet; use assign()")
         tune_allocator()
         tune_switch_interval()
         tune_gc()
@@ -244,6 +250,44 @@ class Consumer:
         # metadata for it without the lock.
         self._wanted_leaders: set[int] = set()
         self._metadata_wanted = False
+        # Consumer groups (shared.client.group_member). With the consumer protocol (KIP-848) the
+        # coordinator decides the session timeout and heartbeat interval, as in Kafka 4.0:
+        # session_timeout_ms is accepted for compatibility, heartbeat_interval_ms is used until
+        # the coordinator's first answer.
+        self._group: GroupMember | None = None
+        if group_id is not None:
+            self._group = GroupMember(
+                self, group_id, group_instance_id=group_instance_id, enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms, group_remote_assignor=group_remote_assignor,
+                client_id=client_id, request_timeout_s=request_timeout_ms / 1000)
+        self.session_timeout_ms = session_timeout_ms
+
+    # -- consumer groups (see shared.client.group_member) -----------------------------------------
+
+    def _member(self) -> GroupMember:
+        if self._group is None:
+            raise RuntimeError("this consumer has no group_id")
+        return self._group
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Join the group for ``topics`` or the topics matching ``pattern`` (a full-match regex)."""
+        self._member().subscribe(topics, pattern, listener)
+
+    def unsubscribe(self) -> None:
+        self._member().unsubscribe()
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition); returns once committed."""
+        self._member().commit(offsets)
+
+    def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
+                     callback: Callable[[dict[TopicPartition, int], Exception | None], None] | None = None) -> None:
+        self._member().commit_async(offsets, callback)
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._member().committed(partitions)
 
     # -- assignment and positions -----------------------------------------------------------------
 
@@ -373,6 +417,8 @@ class Consumer:
         """Records after each assigned partition's position, up to ``max_records`` (default ``max_poll_records``)."""
         if self._closed:
             raise RuntimeError("consumer is closed")
+        if self._group is not None:
+            self._group.on_poll()
         limit = max_records or self.max_poll_records
         need_reset = [tp for tp, st in self._states.items() if st.position is None]
         if need_reset:
@@ -642,6 +688,8 @@ class Consumer:
         return self._state(TopicPartition(*partition)).high_watermark
 
     def close(self) -> None:
+        if self._group is not None and not self._closed:
+            self._group.close()
         self._closed = True
         with self._lock:
             for lf in self._streams.values():

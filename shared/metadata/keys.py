@@ -9,7 +9,9 @@
     /tidelog/<cluster>/partitions/<name>/<p>    {leader, leader_epoch, isr, partition_epoch}
     /tidelog/<cluster>/quotas/<entity>          quota values
     /tidelog/<cluster>/services/<role>/<id>     coordinators, cleaners, quota instances on leases
-    /tidelog/<cluster>/offsets-owners/<p>       owner of __consumer_offsets partition p
+    /tidelog/<cluster>/offsets-owners/<p>       owner of __consumer_offsets partition p, on its lease
+    /tidelog/<cluster>/offsets-producers/<p>    {producer_id, producer_epoch} its owners write with
+                                                (bumped on every takeover; persistent)
     /tidelog/<cluster>/producer-ids             next free block of producer ids
 """
 
@@ -66,6 +68,12 @@ class Keys:
 
     def offsets_owner(self, partition: int) -> bytes:
         return f"{self.root}offsets-owners/{partition}".encode()
+
+    def offsets_owners_prefix(self) -> bytes:
+        return f"{self.root}offsets-owners/".encode()
+
+    def offsets_producer(self, partition: int) -> bytes:
+        return f"{self.root}offsets-producers/{partition}".encode()
 
     def producer_ids(self) -> bytes:
         return f"{self.root}producer-ids".encode()

@@ -143,6 +143,9 @@ class MetadataStore:
     def cmp_absent(self, key: bytes) -> Any:
         return self.client.transactions.create(key) == 0
 
+    def cmp_create_revision(self, key: bytes, revision: int) -> Any:
+        return self.client.transactions.create(key) == revision
+
     def cmp_mod_revision(self, key: bytes, revision: int) -> Any:
         return self.client.transactions.mod(key) == revision
 
@@ -159,8 +162,8 @@ class MetadataStore:
             if ok:
                 return current
 
-    def op_put(self, key: bytes, value: Any) -> Any:
-        return self.client.transactions.put(key, dumps(value))
+    def op_put(self, key: bytes, value: Any, lease: aetcd.Lease | None = None) -> Any:
+        return self.client.transactions.put(key, dumps(value), lease=lease)
 
     def op_delete(self, key: bytes, prefix: bool = False) -> Any:
         return self.client.transactions.delete(key, range_end=prefix_end(key) if prefix else None)
@@ -227,6 +230,12 @@ class MetadataStore:
                 rev = max((m for _, _, m in snapshot.values()), default=0)
                 await _maybe_await(on_change(snapshot))
                 watch = await self.client.watch_prefix(prefix, start_revision=rev + 1 if rev else None)
+                if not rev:
+                    # Started at "now" on an empty prefix: keys created between the read and the
+                    # watch would be missed (their events predate it), so read once more.
+                    again = await self.get_prefix(prefix)
+                    if again:
+                        await _maybe_await(on_change(again))
                 async for _event in watch:
                     await _maybe_await(on_change(await self.get_prefix(prefix)))
             except asyncio.CancelledError:

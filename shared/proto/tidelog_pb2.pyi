@@ -411,3 +411,31 @@ class ControlledShutdownResponse(_message.Message):
     error_message: str
     remaining_leaderships: int
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., remaining_leaderships: _Optional[int] = ...) -> None: ...
+
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GroupCoordinatorNode(_message.Message):
+    __slots__ = ("group_id", "error_code", "error_message", "node_id", "address", "partition")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    error_code: int
+    error_message: str
+    node_id: str
+    address: str
+    partition: int
+    def __init__(self, group_id: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., node_id: _Optional[str] = ..., address: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("coordinators",)
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    coordinators: _containers.RepeatedCompositeFieldContainer[GroupCoordinatorNode]
+    def __init__(self, coordinators: _Optional[_Iterable[_Union[GroupCoordinatorNode, _Mapping]]] = ...) -> None: ...

@@ -74,6 +74,11 @@ class BrokerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/tidelog.v1.Broker/FindCoordinator',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -135,6 +140,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Which group coordinator instance serves each group (see shared/proto/coordinator.proto).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -177,6 +189,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +412,33 @@ class Broker:
             '/tidelog.v1.Broker/InitProducerId',
             shared_dot_proto_dot_tidelog__pb2.InitProducerIdRequest.SerializeToString,
             shared_dot_proto_dot_tidelog__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/FindCoordinator',
+            shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.FromString,
             options,
             channel_credentials,
             insecure,

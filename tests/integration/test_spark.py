@@ -215,3 +215,22 @@ def test_pipeline_jobs(env, spark, tmp_path) -> None:
     n = export(spark, bootstrap, source, str(tmp_path / "export.parquet"))
     assert n == 3000
     assert os.path.isdir(tmp_path / "export.parquet")
+
+
+def test_streaming_commits_micro_batch_offsets_to_a_group(env, spark, tmp_path) -> None:
+    """commitOffsetsToGroup: finished micro-batches' end offsets land in the group (lag tools see them)."""
+    import httpx
+
+    cluster, bootstrap, admin = env
+    topic, group = unique("sg"), unique("spark-group")
+    admin.create_topic(topic, partitions=2)
+    produce(bootstrap, topic, 2000, partitions=2)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    assert _stream_to_parquet(spark, bootstrap, topic, out, ck, maxOffsetsPerTrigger="1000",
+                              commitOffsetsToGroup=group) >= 2
+    # commit(end) runs once a batch is finished (Spark calls it lagging one batch): at least the
+    # batches before the last are in the group, never more than was read.
+    described = wait_for(lambda: (r := httpx.get(f"{cluster.rest}/v1/groups/{group}")).status_code == 200 and r.json(),
+                         30, what="the group's offsets")
+    committed = {p["partition"]: p["committed_offset"] for p in described["partitions"]}
+    assert set(committed) == {0, 1} and 1000 <= sum(committed.values()) <= 2000, committed

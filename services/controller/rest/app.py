@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
-from services.controller.rest import cleaner, cluster, leaders, topics
+from services.controller.rest import cleaner, cluster, groups, leaders, topics
 from services.controller.rest.docs import keep_docs_offline
 from shared.errors import ErrorCode, TidelogError
 
@@ -17,6 +17,9 @@ _STATUS = {
     ErrorCode.TOPIC_ALREADY_EXISTS: 409,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
     ErrorCode.NOT_CONTROLLER: 503,
+    ErrorCode.GROUP_ID_NOT_FOUND: 404,
+    ErrorCode.NON_EMPTY_GROUP: 409,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
 }
 
 
@@ -33,6 +36,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(topics.router)
     app.include_router(leaders.router)
     app.include_router(cleaner.router)
+    app.include_router(groups.router)
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:

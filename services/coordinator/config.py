@@ -1,0 +1,21 @@
+"""Group coordinator configs, with Kafka's names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    #: group.consumer.session.timeout.ms: a member that sends no heartbeat for this long is removed.
+    session_timeout_ms: int = 45_000
+    #: group.consumer.heartbeat.interval.ms: how often members are told to heartbeat.
+    heartbeat_interval_ms: int = 5_000
+    #: group.consumer.max.size: members per group.
+    max_size: int = 2**31 - 1
+    #: offsets.retention.minutes (7 days), in ms: offsets of a group empty for this long are deleted.
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    #: offset.metadata.max.bytes: the longest metadata string an offset commit may carry.
+    offset_metadata_max_bytes: int = 4096
+    #: offsets.topic.num.partitions
+    offsets_partitions: int = 50

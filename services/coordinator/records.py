@@ -1,0 +1,329 @@
+"""Keys and values of ``__consumer_offsets`` records, in Kafka's byte layout. Pure.
+
+Every key starts with an int16 record type (Kafka's ``apiKey`` of the coordinator
+record), every value with an int16 schema version; a tombstone (null value)
+deletes what its key names. Layouts, as Kafka's group-coordinator message JSON
+files define them:
+
+    type 1  OffsetCommitKey v0 (non-flexible): group string, topic string, partition int32
+            OffsetCommitValue v3 (non-flexible): offset int64, leaderEpoch int32,
+                                                  metadata string, commitTimestamp int64
+    type 3  ConsumerGroupMetadataKey: GroupId string
+            ConsumerGroupMetadataValue v0 (flexible): Epoch int32, tagged fields
+    type 5  ConsumerGroupMemberMetadataKey: GroupId, MemberId
+            ConsumerGroupMemberMetadataValue v0 (flexible): InstanceId nullable string,
+                RackId nullable string, ClientId string, ClientHost string,
+                SubscribedTopicNames []string, SubscribedTopicRegex nullable string,
+                RebalanceTimeoutMs int32, ServerAssignor nullable string, tagged fields
+    type 6  ConsumerGroupTargetAssignmentMetadataKey: GroupId
+            ConsumerGroupTargetAssignmentMetadataValue v0 (flexible): AssignmentEpoch int32
+    type 7  ConsumerGroupTargetAssignmentMemberKey: GroupId, MemberId
+            ConsumerGroupTargetAssignmentMemberValue v0 (flexible):
+                TopicPartitions [](TopicId uuid, Partitions []int32)
+    type 8  ConsumerGroupCurrentMemberAssignmentKey: GroupId, MemberId
+            ConsumerGroupCurrentMemberAssignmentValue v0 (flexible): MemberEpoch int32,
+                PreviousMemberEpoch int32, State int8, AssignedPartitions [](TopicId, []int32),
+                PartitionsPendingRevocation [](TopicId, []int32)
+
+Keys are never flexible: strings are int16 length + UTF-8. Flexible values use
+compact strings/arrays (unsigned varint of length + 1, 0 = null) and end every
+struct with a tagged-field section (we write none and skip any we read).
+Topics inside KIP-848 values are 16-byte topic ids, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from shared.errors import CorruptRecordError
+
+OFFSET_COMMIT = 1
+LEGACY_OFFSET_COMMIT = 0
+GROUP_METADATA_CLASSIC = 2
+GROUP_METADATA = 3
+MEMBER_METADATA = 5
+TARGET_ASSIGNMENT_METADATA = 6
+TARGET_ASSIGNMENT_MEMBER = 7
+CURRENT_MEMBER_ASSIGNMENT = 8
+OFFSET_COMMIT_VALUE_VERSION = 3
+
+# Kafka's MemberState values (int8).
+STATE_STABLE = 0
+STATE_UNREVOKED_PARTITIONS = 1
+STATE_UNRELEASED_PARTITIONS = 2
+
+TopicIdPartitions = dict[str, list[int]]  # topic id (hex) -> sorted partitions
+
+
+@dataclass(frozen=True)
+class RecordKey:
+    type: int
+    group_id: str
+    member_id: str = ""  # member records
+    topic: str = ""  # offset commits
+    partition: int = -1
+
+
+@dataclass(frozen=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class MemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: TopicIdPartitions = field(default_factory=dict)
+    pending_revocation: TopicIdPartitions = field(default_factory=dict)
+
+
+# -- primitive writers --------------------------------------------------------------------------
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _str16(s: str) -> bytes:
+    b = s.encode()
+    if len(b) > 0x7FFF:
+        raise ValueError("string longer than 32767 bytes")
+    return struct.pack(">h", len(b)) + b
+
+
+def _cstr(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _carray(items: list[bytes]) -> bytes:
+    return _uvarint(len(items) + 1) + b"".join(items)
+
+
+NO_TAGS = b"\x00"
+
+
+def _topic_partitions(tps: TopicIdPartitions) -> bytes:
+    items = [uuid.UUID(hex=t).bytes + _carray([struct.pack(">i", p) for p in sorted(ps)]) + NO_TAGS
+             for t, ps in sorted(tps.items())]
+    return _carray(items)
+
+
+# -- primitive reader ---------------------------------------------------------------------------
+
+_STRUCTS: dict[str, struct.Struct] = {}
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise CorruptRecordError("__consumer_offsets record is truncated")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def int(self, fmt: str) -> int:
+        s = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        if self.pos + s.size > len(self.data):
+            raise CorruptRecordError("__consumer_offsets record is truncated")
+        value = s.unpack_from(self.data, self.pos)[0]
+        self.pos += s.size
+        return int(value)
+
+    def uvarint(self) -> int:
+        n = shift = 0
+        while True:
+            b = self.take(1)[0]
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return n
+            shift += 7
+            if shift > 35:
+                raise CorruptRecordError("varint too long")
+
+    def str16(self) -> str:
+        n = self.int(">h")
+        if n < 0:
+            raise CorruptRecordError("null string where one is required")
+        return self.take(n).decode()
+
+    def cstr(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def array_len(self) -> int:
+        n = self.uvarint()
+        return max(n - 1, 0)
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+    def topic_partitions(self) -> TopicIdPartitions:
+        out: TopicIdPartitions = {}
+        for _ in range(self.array_len()):
+            tid = uuid.UUID(bytes=self.take(16)).hex
+            out[tid] = sorted(self.int(">i") for _ in range(self.array_len()))
+            self.skip_tags()
+        return out
+
+
+# -- keys -----------------------------------------------------------------------------------------
+
+def encode_key(k: RecordKey) -> bytes:
+    head = struct.pack(">h", k.type)
+    if k.type == OFFSET_COMMIT:
+        return head + _str16(k.group_id) + _str16(k.topic) + struct.pack(">i", k.partition)
+    if k.type in (GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
+        return head + _str16(k.group_id)
+    if k.type in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+        return head + _str16(k.group_id) + _str16(k.member_id)
+    raise ValueError(f"unknown record type {k.type}")
+
+
+def decode_key(data: bytes) -> RecordKey | None:
+    """The key, or None for a record type this coordinator does not use (classic groups, share groups...)."""
+    r = _Reader(data)
+    t = r.int(">h")
+    if t in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
+        return RecordKey(OFFSET_COMMIT, r.str16(), topic=r.str16(), partition=r.int(">i"))
+    if t in (GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
+        return RecordKey(t, r.str16())
+    if t in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+        return RecordKey(t, r.str16(), member_id=r.str16())
+    return None
+
+
+# -- values ---------------------------------------------------------------------------------------
+
+def encode_offset(v: OffsetValue) -> bytes:
+    return (struct.pack(">hqi", OFFSET_COMMIT_VALUE_VERSION, v.offset, v.leader_epoch) + _str16(v.metadata)
+            + struct.pack(">q", v.commit_timestamp))
+
+
+_I16, _I64, _V3_HEAD = struct.Struct(">h"), struct.Struct(">q"), struct.Struct(">hqi")
+
+
+def decode_offset(data: bytes) -> OffsetValue:
+    """OffsetCommitValue v0-v3 (the hot path of loading and of every commit: one unpack per field group)."""
+    try:
+        version = _I16.unpack_from(data)[0]
+        if version >= 4:
+            raise CorruptRecordError(f"OffsetCommitValue v{version} (flexible) is not supported")
+        if version >= 3:
+            _, offset, epoch = _V3_HEAD.unpack_from(data)
+            pos = 14
+        else:
+            offset, epoch, pos = _I64.unpack_from(data, 2)[0], -1, 10
+        n = _I16.unpack_from(data, pos)[0]
+        if n < 0 or pos + 2 + n > len(data):
+            raise CorruptRecordError("OffsetCommitValue metadata is truncated")
+        metadata = data[pos + 2:pos + 2 + n].decode()
+        ts = _I64.unpack_from(data, pos + 2 + n)[0]
+    except struct.error as exc:
+        raise CorruptRecordError(f"OffsetCommitValue is truncated: {exc}") from exc
+    return OffsetValue(offset, epoch, metadata, ts)
+
+
+def encode_epoch(epoch: int) -> bytes:
+    """ConsumerGroupTargetAssignmentMetadataValue: the assignment epoch."""
+    return struct.pack(">hi", 0, epoch) + NO_TAGS
+
+
+def decode_epoch(data: bytes) -> int:
+    r = _Reader(data)
+    r.int(">h")
+    return r.int(">i")
+
+
+def encode_group_metadata(epoch: int, metadata_hash: int) -> bytes:
+    """ConsumerGroupMetadataValue: Epoch, and MetadataHash as tagged field 0 (int64)."""
+    return struct.pack(">hi", 0, epoch) + b"\x01\x00\x08" + struct.pack(">q", metadata_hash)
+
+
+def decode_group_metadata(data: bytes) -> tuple[int, int]:
+    """``(epoch, metadata_hash)``; other tagged fields are skipped."""
+    r = _Reader(data)
+    r.int(">h")
+    epoch, metadata_hash = r.int(">i"), 0
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        raw = r.take(size)
+        if tag == 0 and size == 8:
+            metadata_hash = struct.unpack(">q", raw)[0]
+    return epoch, metadata_hash
+
+
+def encode_member(v: MemberMetadataValue) -> bytes:
+    return (struct.pack(">h", 0) + _cstr(v.instance_id) + _cstr(v.rack_id) + _cstr(v.client_id)
+            + _cstr(v.client_host) + _carray([_cstr(t) for t in v.subscribed_topic_names])
+            + _cstr(v.subscribed_topic_regex) + struct.pack(">i", v.rebalance_timeout_ms)
+            + _cstr(v.server_assignor) + NO_TAGS)
+
+
+def decode_member(data: bytes) -> MemberMetadataValue:
+    r = _Reader(data)
+    r.int(">h")
+    instance, rack, client, host = r.cstr(), r.cstr(), r.cstr() or "", r.cstr() or ""
+    topics = [r.cstr() or "" for _ in range(r.array_len())]
+    regex = r.cstr()
+    timeout = r.int(">i")
+    assignor = r.cstr()
+    r.skip_tags()
+    return MemberMetadataValue(instance, rack, client, host, topics, regex, timeout, assignor)
+
+
+def encode_target_member(tps: TopicIdPartitions) -> bytes:
+    return struct.pack(">h", 0) + _topic_partitions(tps) + NO_TAGS
+
+
+def decode_target_member(data: bytes) -> TopicIdPartitions:
+    r = _Reader(data)
+    r.int(">h")
+    out = r.topic_partitions()
+    r.skip_tags()
+    return out
+
+
+def encode_current(v: CurrentAssignmentValue) -> bytes:
+    return (struct.pack(">hiib", 0, v.member_epoch, v.previous_member_epoch, v.state)
+            + _topic_partitions(v.assigned) + _topic_partitions(v.pending_revocation) + NO_TAGS)
+
+
+def decode_current(data: bytes) -> CurrentAssignmentValue:
+    r = _Reader(data)
+    r.int(">h")
+    epoch, prev, state = r.int(">i"), r.int(">i"), r.int(">b")
+    assigned = r.topic_partitions()
+    pending = r.topic_partitions()
+    r.skip_tags()
+    return CurrentAssignmentValue(epoch, prev, state, assigned, pending)

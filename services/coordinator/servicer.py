@@ -1,0 +1,154 @@
+"""gRPC servicer of the GroupCoordinator service: protobuf in, shard calls, protobuf out. Translation only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from services.coordinator.group import STATE_NAMES, GroupError, fail
+from services.coordinator.membership import HeartbeatRequest
+from services.coordinator.runtime import CoordinatorRuntime
+from services.coordinator.shard import OffsetCommit
+from shared.coordinator_lookup import find_coordinators
+from shared.errors import ErrorCode
+from shared.proto import coordinator_pb2 as cpb
+from shared.proto import coordinator_pb2_grpc as cpb_grpc
+from shared.proto import tidelog_pb2 as pb
+from shared.types import TopicPartition
+
+
+def to_tps(items: Iterable[Any]) -> set[TopicPartition]:
+    return {TopicPartition(t.topic, p) for t in items for p in t.partitions}
+
+
+def from_tps(tps: Iterable[TopicPartition]) -> list[cpb.TopicPartitions]:
+    by: dict[str, list[int]] = {}
+    for tp in tps:
+        by.setdefault(tp.topic, []).append(tp.partition)
+    return [cpb.TopicPartitions(topic=t, partitions=sorted(ps)) for t, ps in sorted(by.items())]
+
+
+class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.rt = runtime
+
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+        return find_coordinators(request.group_ids, self.rt.view.offsets_partitions, self.rt.view.owners)
+
+    async def ConsumerGroupHeartbeat(self, request: cpb.ConsumerGroupHeartbeatRequest, context: Any) -> cpb.ConsumerGroupHeartbeatResponse:
+        try:
+            pr = self.rt.runtime_for(request.group_id)
+            req = HeartbeatRequest(
+                group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+                instance_id=request.instance_id or None, rack_id=request.rack_id or None,
+                rebalance_timeout_ms=request.rebalance_timeout_ms or 300_000,
+                subscribed_topic_names=list(request.subscribed_topic_names),
+                subscribed_topic_regex=request.subscribed_topic_regex or None,
+                server_assignor=request.server_assignor or None, owned=to_tps(request.owned_partitions),
+                client_id=request.client_id, client_host=_host(context.peer() or ""))
+            result, recs = pr.shard.heartbeat(req, self.rt.now_ms())
+            await self.rt.write(pr, recs)
+        except GroupError as exc:
+            return cpb.ConsumerGroupHeartbeatResponse(error_code=exc.code, error_message=str(exc))
+        resp = cpb.ConsumerGroupHeartbeatResponse(member_id=result.member_id, member_epoch=result.member_epoch,
+                                                  heartbeat_interval_ms=result.heartbeat_interval_ms,
+                                                  has_assignment=result.assignment is not None)
+        if result.assignment is not None:
+            resp.assignment.extend(from_tps(result.assignment))
+        return resp
+
+    async def OffsetCommit(self, request: cpb.OffsetCommitRequest, context: Any) -> cpb.OffsetCommitResponse:
+        commits = [OffsetCommit(TopicPartition(t.name, p.partition), p.committed_offset,
+                                p.committed_leader_epoch if p.committed_leader_epoch else -1, p.committed_metadata)
+                   for t in request.topics for p in t.partitions]
+        try:
+            pr = self.rt.runtime_for(request.group_id)
+            errors, recs = pr.shard.commit_offsets(request.group_id, request.member_id, request.member_epoch, commits,
+                                                   self.rt.now_ms())
+            await self.rt.write(pr, recs)
+            pr.shard.apply_offsets(recs)
+        except GroupError as exc:
+            return cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc))
+        return cpb.OffsetCommitResponse(topics=_topic_errors(errors))
+
+    async def OffsetFetch(self, request: cpb.OffsetFetchRequest, context: Any) -> cpb.OffsetFetchResponse:
+        try:
+            pr = self.rt.runtime_for(request.group_id)
+        except GroupError as exc:
+            return cpb.OffsetFetchResponse(error_code=exc.code, error_message=str(exc))
+        wanted = to_tps(request.partitions) if request.partitions else None
+        by: dict[str, list[cpb.OffsetFetchPartition]] = {}
+        for tp, v in sorted(pr.shard.fetch_offsets(request.group_id, wanted).items()):
+            part = (cpb.OffsetFetchPartition(partition=tp.partition, committed_offset=-1, committed_leader_epoch=-1)
+                    if v is None else
+                    cpb.OffsetFetchPartition(partition=tp.partition, committed_offset=v.offset, committed_leader_epoch=v.leader_epoch,
+                                             metadata=v.metadata, commit_timestamp=v.commit_timestamp))
+            by.setdefault(tp.topic, []).append(part)
+        return cpb.OffsetFetchResponse(topics=[cpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in sorted(by.items())])
+
+    async def OffsetDelete(self, request: cpb.OffsetDeleteRequest, context: Any) -> cpb.OffsetDeleteResponse:
+        try:
+            pr = self.rt.runtime_for(request.group_id)
+            errors, recs = pr.shard.delete_offsets(request.group_id, to_tps(request.partitions))
+            await self.rt.write(pr, recs)
+            pr.shard.apply_offsets(recs)
+        except GroupError as exc:
+            return cpb.OffsetDeleteResponse(error_code=exc.code, error_message=str(exc))
+        return cpb.OffsetDeleteResponse(topics=_topic_errors(errors))
+
+    async def DescribeGroups(self, request: cpb.DescribeGroupsRequest, context: Any) -> cpb.DescribeGroupsResponse:
+        resp = cpb.DescribeGroupsResponse()
+        for gid in request.group_ids:
+            try:
+                pr = self.rt.runtime_for(gid)
+                g = pr.shard.describe(gid)
+                if g is None:
+                    raise fail(ErrorCode.GROUP_ID_NOT_FOUND, f"group {gid!r} does not exist")
+            except GroupError as exc:
+                resp.groups.add(group_id=gid, error_code=exc.code, error_message=str(exc), state="Dead")
+                continue
+            dg = resp.groups.add(group_id=gid, state=g.state, group_epoch=g.epoch, assignment_epoch=g.target_epoch,
+                                 assignor=g.assignor_name(), coordinator_partition=pr.partition)
+            for m in sorted(g.members.values(), key=lambda m: m.member_id):
+                dg.members.add(member_id=m.member_id, instance_id=m.instance_id or "", client_id=m.client_id,
+                               client_host=m.client_host, member_epoch=m.epoch, state=STATE_NAMES.get(m.state, "UNKNOWN"),
+                               assignment=from_tps(m.assigned), target_assignment=from_tps(g.target.get(m.member_id, ())),
+                               subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=m.regex or "")
+        return resp
+
+    async def ListGroups(self, request: cpb.ListGroupsRequest, context: Any) -> cpb.ListGroupsResponse:
+        resp = cpb.ListGroupsResponse()
+        for pr in list(self.rt.partitions.values()):
+            if not pr.loaded:
+                continue
+            for gid in pr.shard.group_ids():
+                g = pr.shard.describe(gid)
+                resp.groups.add(group_id=gid, state=g.state if g else "Empty", members=len(g.members) if g else 0)
+        return resp
+
+    async def DeleteGroups(self, request: cpb.DeleteGroupsRequest, context: Any) -> cpb.DeleteGroupsResponse:
+        resp = cpb.DeleteGroupsResponse()
+        for gid in request.group_ids:
+            try:
+                pr = self.rt.runtime_for(gid)
+                recs = pr.shard.delete_group(gid)
+                await self.rt.write(pr, recs)
+                pr.shard.apply_offsets(recs)
+                resp.results.add(group_id=gid)
+            except GroupError as exc:
+                resp.results.add(group_id=gid, error_code=exc.code, error_message=str(exc))
+        return resp
+
+
+def _host(peer: str) -> str:
+    """gRPC's ``ipv4:127.0.0.1:5000`` as Kafka shows a client host: ``/127.0.0.1``."""
+    kind, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0] if kind in ("ipv4", "ipv6") else peer
+    return "/" + host.strip("[]") if host else ""
+
+
+def _topic_errors(errors: dict[TopicPartition, int]) -> list[cpb.TopicErrors]:
+    by: dict[str, list[cpb.PartitionError]] = {}
+    for tp, code in sorted(errors.items()):
+        by.setdefault(tp.topic, []).append(cpb.PartitionError(partition=tp.partition, error_code=code))
+    return [cpb.TopicErrors(name=t, partitions=ps) for t, ps in sorted(by.items())]
