@@ -12,7 +12,7 @@ import sys
 from grpc_tools import protoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROTOS = ["shared/proto/tidelog.proto"]
+PROTOS = ["shared/proto/tidelog.proto", "shared/proto/quota.proto"]
 
 
 def generate(out_dir: str = ROOT) -> None:
