@@ -13,6 +13,9 @@ import grpc
 from pydantic import Field
 
 from services.broker.metadata_cache import ClusterView, MetadataCache
+from services.broker.pipeline import RequestPipeline
+from services.broker.quota_client import QuotaReporter
+from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
 from shared.proto import tidelog_pb2 as pb
@@ -32,6 +35,10 @@ class BrokerSettings(ServiceSettings):
     controlled_shutdown_enable: bool = Field(True, description="controlled.shutdown.enable")
     controlled_shutdown_timeout_ms: int = Field(10_000, ge=0, le=600_000,
                                                 description="how long a stopping broker waits for its leaderships to move")
+    quota_report_interval_ms: int = Field(100, ge=10, le=10_000,
+                                          description="quota.report.interval.ms: how often usage goes to the quota service")
+    quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
+                                                                       "older than two windows are dropped (fail open)")
 
 
 class Broker(Service[BrokerSettings]):
@@ -45,13 +52,17 @@ class Broker(Service[BrokerSettings]):
                                        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
                                        replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms)
         self.metadata = MetadataCache(self.store, self._on_metadata)
+        interval_s = settings.quota_report_interval_ms / 1000
+        self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds)
+        self.quota_reporter = QuotaReporter(self.store, self.quota_accounting, settings.id, interval_s)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pid_next = 0
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id), server)
+        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
+                                           RequestPipeline(self.quota_accounting)), server)
 
     async def allocate_producer_id(self) -> int:
         """Producer ids come from blocks of 1000 reserved atomically in etcd."""
@@ -78,6 +89,7 @@ class Broker(Service[BrokerSettings]):
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._isr_loop()))
+        self._tasks.append(asyncio.create_task(self.quota_reporter.run()))
 
     def _on_lease_lost(self) -> None:
         self.replicas.fence()
