@@ -30,9 +30,8 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from services.broker.quota_state import QuotaAccounting
-from shared.quota.entities import QuotaType
+from shared.quota.entities import ANONYMOUS, QuotaType
 
-ANONYMOUS = "ANONYMOUS"
 MAX_IN_FLIGHT_PER_STREAM = 16
 PRODUCE_TYPES = (QuotaType.PRODUCE, QuotaType.REQUEST)
 FETCH_TYPES = (QuotaType.FETCH, QuotaType.REQUEST)

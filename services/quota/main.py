@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 from pydantic import Field
 
-from services.quota.decider import QuotaDecider
+from services.quota.decider import Decision, QuotaDecider
 from shared.metadata.store import Snapshot
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
@@ -50,6 +50,23 @@ def parse_configs(prefix: bytes, snapshot: Snapshot) -> dict[QuotaEntity, dict[s
 class QuotaServicer(qpb_grpc.QuotaServiceServicer):
     def __init__(self, quota: Quota) -> None:
         self.quota = quota
+        # (type, user, client id, broker) -> [total reported, last throttle ms, quota, rate]
+        self.totals: dict[tuple[int, str, str, int], list[float]] = {}
+
+    def _count(self, broker: int, usage: list[tuple[QuotaType, str, str, float]], decisions: list[Decision]) -> None:
+        for qtype, user, client_id, amount in usage:
+            self.totals.setdefault((qtype, user, client_id, broker), [0.0, 0, 0.0, 0.0])[0] += amount
+        for d in decisions:
+            entry = self.totals.setdefault((d.quota_type, d.user, d.client_id, broker), [0.0, 0, 0.0, 0.0])
+            entry[1:] = [d.throttle_time_ms, d.quota, d.rate]
+
+    async def DescribeUsage(self, request: qpb.DescribeUsageRequest, context: Any) -> qpb.DescribeUsageResponse:
+        resp = qpb.DescribeUsageResponse(active=self.quota.active, instance=self.quota.instance)
+        for (qtype, user, client_id, broker), (total, throttle, quota, rate) in sorted(self.totals.items()):
+            if not request.client_id or request.client_id == client_id:
+                resp.totals.add(quota_type=qtype, user=user, client_id=client_id, broker_id=broker, total=total,
+                                throttle_time_ms=int(throttle), quota=quota, rate=rate)
+        return resp
 
     async def ReportUsage(self, request_iterator: AsyncIterator[qpb.UsageReport],  # type: ignore[override]
                           context: Any) -> AsyncIterator[qpb.ThrottleDecisions]:
@@ -60,7 +77,9 @@ class QuotaServicer(qpb_grpc.QuotaServiceServicer):
             usage = [(QuotaType(u.quota_type), u.user, u.client_id, u.amount) for u in report.usage
                      if u.quota_type in QuotaType._value2member_map_]
             resp = qpb.ThrottleDecisions(sequence=report.sequence, instance=self.quota.instance)
-            for d in decider.report(report.broker_id, time.monotonic() * 1000, usage):
+            decisions = decider.report(report.broker_id, time.monotonic() * 1000, usage)
+            self._count(report.broker_id, usage, decisions)
+            for d in decisions:
                 resp.decisions.add(quota_type=d.quota_type, user=d.user, client_id=d.client_id,
                                    throttle_time_ms=d.throttle_time_ms, credit=d.credit, quota=d.quota, rate=d.rate)
             yield resp

@@ -11,6 +11,7 @@ from shared.cli.bench_failover import bench_failover
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.cli.produce_consume import consume, produce
+from shared.cli.quotas import quotas
 from shared.cli.topics import topics
 from shared.runtime import tune_allocator
 
@@ -54,6 +55,7 @@ cli.add_command(up)
 cli.add_command(down)
 cli.add_command(status)
 cli.add_command(topics)
+cli.add_command(quotas)
 cli.add_command(produce)
 cli.add_command(consume)
 bench.add_command(bench_produce)

@@ -150,12 +150,13 @@ class _LeaderFetch:
     """The consumer's pipelined stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream)."""
 
-    __slots__ = ("stream", "synced", "idle")
+    __slots__ = ("stream", "synced", "idle", "throttled_until")
 
     def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
         self.stream = stream
         self.synced: dict[TopicPartition, int] = {}
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
+        self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
 
 
 class PartitionState:
@@ -202,6 +203,7 @@ class Consumer:
         tune_gc()
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
         self.client_id = client_id
+        self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -464,6 +466,8 @@ class Consumer:
             if leader < 0:
                 continue
             lf = self._streams.get(leader)
+            if lf is not None and lf.throttled_until > now:
+                continue  # over a quota on that broker: send it nothing until the pause ends
             if lf is None:
                 try:
                     stub = self.cluster.broker_stub(leader)
@@ -521,6 +525,9 @@ class Consumer:
     def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView, sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
+            if resp.throttle_time_ms > 0:
+                lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
+                self.throttled_responses += 1
             lf.idle = all(p.next_offset <= p.fetch_offset for t in resp.topics for p in t.partitions)
             for t in resp.topics:
                 for p in t.partitions:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18shared/proto/quota.proto\x12\x10tidelog.quota.v1\"L\n\x05Usage\x12\x12\n\nquota_type\x18\x01 \x01(\x05\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x0e\n\x06\x61mount\x18\x04 \x01(\x01\"Z\n\x0bUsageReport\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12&\n\x05usage\x18\x02 \x03(\x0b\x32\x17.tidelog.quota.v1.Usage\x12\x10\n\x08sequence\x18\x03 \x01(\x03\"\x86\x01\n\x08\x44\x65\x63ision\x12\x12\n\nquota_type\x18\x01 \x01(\x05\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x04 \x01(\x05\x12\x0e\n\x06\x63redit\x18\x05 \x01(\x01\x12\r\n\x05quota\x18\x06 \x01(\x01\x12\x0c\n\x04rate\x18\x07 \x01(\x01\"f\n\x11ThrottleDecisions\x12-\n\tdecisions\x18\x01 \x03(\x0b\x32\x1a.tidelog.quota.v1.Decision\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x10\n\x08instance\x18\x03 \x01(\t2e\n\x0cQuotaService\x12U\n\x0bReportUsage\x12\x1d.tidelog.quota.v1.UsageReport\x1a#.tidelog.quota.v1.ThrottleDecisions(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18shared/proto/quota.proto\x12\x10tidelog.quota.v1\"L\n\x05Usage\x12\x12\n\nquota_type\x18\x01 \x01(\x05\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x0e\n\x06\x61mount\x18\x04 \x01(\x01\"Z\n\x0bUsageReport\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12&\n\x05usage\x18\x02 \x03(\x0b\x32\x17.tidelog.quota.v1.Usage\x12\x10\n\x08sequence\x18\x03 \x01(\x03\"\x86\x01\n\x08\x44\x65\x63ision\x12\x12\n\nquota_type\x18\x01 \x01(\x05\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x18\n\x10throttle_time_ms\x18\x04 \x01(\x05\x12\x0e\n\x06\x63redit\x18\x05 \x01(\x01\x12\r\n\x05quota\x18\x06 \x01(\x01\x12\x0c\n\x04rate\x18\x07 \x01(\x01\"f\n\x11ThrottleDecisions\x12-\n\tdecisions\x18\x01 \x03(\x0b\x32\x1a.tidelog.quota.v1.Decision\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12\x10\n\x08instance\x18\x03 \x01(\t\")\n\x14\x44\x65scribeUsageRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\"\x9a\x01\n\nUsageTotal\x12\x12\n\nquota_type\x18\x01 \x01(\x05\x12\x0c\n\x04user\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x11\n\tbroker_id\x18\x04 \x01(\x05\x12\r\n\x05total\x18\x05 \x01(\x01\x12\x18\n\x10throttle_time_ms\x18\x06 \x01(\x05\x12\r\n\x05quota\x18\x07 \x01(\x01\x12\x0c\n\x04rate\x18\x08 \x01(\x01\"g\n\x15\x44\x65scribeUsageResponse\x12,\n\x06totals\x18\x01 \x03(\x0b\x32\x1c.tidelog.quota.v1.UsageTotal\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\x12\x10\n\x08instance\x18\x03 \x01(\t2\xc7\x01\n\x0cQuotaService\x12U\n\x0bReportUsage\x12\x1d.tidelog.quota.v1.UsageReport\x1a#.tidelog.quota.v1.ThrottleDecisions(\x01\x30\x01\x12`\n\rDescribeUsage\x12&.tidelog.quota.v1.DescribeUsageRequest\x1a\'.tidelog.quota.v1.DescribeUsageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,6 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DECISION']._serialized_end=351
   _globals['_THROTTLEDECISIONS']._serialized_start=353
   _globals['_THROTTLEDECISIONS']._serialized_end=455
-  _globals['_QUOTASERVICE']._serialized_start=457
-  _globals['_QUOTASERVICE']._serialized_end=558
+  _globals['_DESCRIBEUSAGEREQUEST']._serialized_start=457
+  _globals['_DESCRIBEUSAGEREQUEST']._serialized_end=498
+  _globals['_USAGETOTAL']._serialized_start=501
+  _globals['_USAGETOTAL']._serialized_end=655
+  _globals['_DESCRIBEUSAGERESPONSE']._serialized_start=657
+  _globals['_DESCRIBEUSAGERESPONSE']._serialized_end=760
+  _globals['_QUOTASERVICE']._serialized_start=763
+  _globals['_QUOTASERVICE']._serialized_end=962
 # @@protoc_insertion_point(module_scope)

@@ -55,3 +55,39 @@ class ThrottleDecisions(_message.Message):
     sequence: int
     instance: str
     def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., sequence: _Optional[int] = ..., instance: _Optional[str] = ...) -> None: ...
+
+class DescribeUsageRequest(_message.Message):
+    __slots__ = ("client_id",)
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    def __init__(self, client_id: _Optional[str] = ...) -> None: ...
+
+class UsageTotal(_message.Message):
+    __slots__ = ("quota_type", "user", "client_id", "broker_id", "total", "throttle_time_ms", "quota", "rate")
+    QUOTA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    quota_type: int
+    user: str
+    client_id: str
+    broker_id: int
+    total: float
+    throttle_time_ms: int
+    quota: float
+    rate: float
+    def __init__(self, quota_type: _Optional[int] = ..., user: _Optional[str] = ..., client_id: _Optional[str] = ..., broker_id: _Optional[int] = ..., total: _Optional[float] = ..., throttle_time_ms: _Optional[int] = ..., quota: _Optional[float] = ..., rate: _Optional[float] = ...) -> None: ...
+
+class DescribeUsageResponse(_message.Message):
+    __slots__ = ("totals", "active", "instance")
+    TOTALS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    totals: _containers.RepeatedCompositeFieldContainer[UsageTotal]
+    active: bool
+    instance: str
+    def __init__(self, totals: _Optional[_Iterable[_Union[UsageTotal, _Mapping]]] = ..., active: _Optional[bool] = ..., instance: _Optional[str] = ...) -> None: ...

@@ -39,6 +39,11 @@ class QuotaServiceStub:
                 request_serializer=shared_dot_proto_dot_quota__pb2.UsageReport.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_quota__pb2.ThrottleDecisions.FromString,
                 _registered_method=True)
+        self.DescribeUsage = channel.unary_unary(
+                '/tidelog.quota.v1.QuotaService/DescribeUsage',
+                request_serializer=shared_dot_proto_dot_quota__pb2.DescribeUsageRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_quota__pb2.DescribeUsageResponse.FromString,
+                _registered_method=True)
 
 
 class QuotaServiceServicer:
@@ -52,6 +57,14 @@ class QuotaServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeUsage(self, request, context):
+        """What the brokers reported since this instance became active, per pair and broker (for
+        operators, `tidelog bench quota` and tests: usage as measured on the brokers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuotaServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +72,11 @@ def add_QuotaServiceServicer_to_server(servicer, server):
                     servicer.ReportUsage,
                     request_deserializer=shared_dot_proto_dot_quota__pb2.UsageReport.FromString,
                     response_serializer=shared_dot_proto_dot_quota__pb2.ThrottleDecisions.SerializeToString,
+            ),
+            'DescribeUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUsage,
+                    request_deserializer=shared_dot_proto_dot_quota__pb2.DescribeUsageRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_quota__pb2.DescribeUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -88,6 +106,33 @@ class QuotaService:
             '/tidelog.quota.v1.QuotaService/ReportUsage',
             shared_dot_proto_dot_quota__pb2.UsageReport.SerializeToString,
             shared_dot_proto_dot_quota__pb2.ThrottleDecisions.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.quota.v1.QuotaService/DescribeUsage',
+            shared_dot_proto_dot_quota__pb2.DescribeUsageRequest.SerializeToString,
+            shared_dot_proto_dot_quota__pb2.DescribeUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,8 @@ from urllib.parse import quote, unquote
 from shared.errors import ErrorCode, TidelogError
 
 DEFAULT = "<default>"
+#: The principal of every connection until authentication exists (Kafka's name for it).
+ANONYMOUS = "ANONYMOUS"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"

@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from services.controller.rest import cluster, leaders, topics
+from services.controller.rest import cluster, leaders, quotas, topics
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -28,6 +28,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(leaders.router)
+    app.include_router(quotas.router)
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
