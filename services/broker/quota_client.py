@@ -61,8 +61,11 @@ class QuotaReporter:
         return found[0].get("address") if found else None
 
     async def _reports(self) -> AsyncIterator[qpb.UsageReport]:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            await asyncio.sleep(self.interval_s)
+            due = max(due + self.interval_s, loop.time())  # a steady cadence, not interval + send time
+            await asyncio.sleep(due - loop.time())
             self._sequence += 1
             report = qpb.UsageReport(broker_id=self.broker_id, sequence=self._sequence)
             for (qtype, user, client_id), amount in self.accounting.drain().items():

@@ -72,7 +72,7 @@ class QuotaAccounting:
             left = entry.until - now
             if entry.used > entry.credit:  # over the credit before the service could say so
                 left = max(left, self.decided_at + self.report_interval_s - now)
-                if left <= 0:  # the next decision is late: wait half an interval more, then look again
-                    left = self.report_interval_s / 2
+                if left <= 0:  # the next decision is late: wait a little, then look again
+                    left = self.report_interval_s / 20
             wait = max(wait, left)
         return wait

@@ -445,11 +445,16 @@ class Consumer:
         while not self._closed:
             with self._lock:
                 self._pump()
-                self._fetcher_wakeup.wait(0.1)
+                self._fetcher_wakeup.wait(self._pause_s())
         with self._lock:
             for lf in self._streams.values():
                 lf.stream.close()
             self._streams.clear()
+
+    def _pause_s(self) -> float:
+        """How long the fetcher may sleep: 0.1 s, or until the first throttle pause ends."""
+        ends = [lf.throttled_until for lf in self._streams.values() if lf.throttled_until]
+        return max(0.001, min([0.1, *(t - time.monotonic() for t in ends)]))
 
     def _pump(self) -> None:
         """Send what each leader's stream may take now (caller holds the lock)."""

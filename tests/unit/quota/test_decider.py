@@ -87,7 +87,7 @@ def test_accounting_throttles_until_decision_end_then_after_credit_and_expires()
     acc.apply([(P, "u", "a", 0, 1000.0)], now=11.0)
     acc.record(P, "u", "a", 1001)  # past the credit: held until the next decision is due
     assert acc.throttle_s((P,), "u", "a", 11.05) == pytest.approx(0.05)
-    assert acc.throttle_s((P,), "u", "a", 11.2) == pytest.approx(0.05)  # the decision is late
+    assert acc.throttle_s((P,), "u", "a", 11.2) == pytest.approx(0.005)  # the decision is late: look again soon
     assert acc.throttle_s((P,), "u", "b", 11.05) == 0.0
     assert acc.throttle_s((P,), "u", "a", 13.1) == 0.0  # no decision for 2 windows: fail open
     assert acc.stale(13.1)
