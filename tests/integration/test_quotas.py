@@ -24,6 +24,8 @@ from tests.integration.quota_load import BrokerUsage, ConsumeLoad, ProduceLoad
 MB = 1_048_576
 PRODUCE, FETCH, REQUEST = 0, 1, 2
 WINDOW_S = 20
+# Brokers here lead partitions no other broker could take: skip the controlled shutdown's wait at teardown.
+FAST_STOP = {"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
 
 
 def alter(admin: Admin, entity: dict[str, Any], **values: float | None) -> None:
@@ -33,7 +35,8 @@ def alter(admin: Admin, entity: dict[str, Any], **values: float | None) -> None:
 
 @pytest.fixture(scope="module")
 def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str, Admin, BrokerUsage]]:
-    c = start_cluster(str(tmp_path_factory.mktemp("quotas")), brokers=1, controllers=1, coordinators=0, cleaners=0)
+    c = start_cluster(str(tmp_path_factory.mktemp("quotas")), brokers=1, controllers=1, coordinators=0, cleaners=0,
+                      extra_env=FAST_STOP)
     bootstrap = ",".join(p.address for p in c.procs("broker"))
     admin = Admin(bootstrap)
     yield c, bootstrap, admin, BrokerUsage([p.address for p in c.procs("quota")])
@@ -46,7 +49,7 @@ def test_byte_rate_and_request_quotas_are_held_on_the_broker(one_broker: Any) ->
     for topic in ("fill", "prod", "req"):
         admin.create_topic(topic, 1, 1)
     with Producer(bootstrap, client_id="filler") as p:  # data for the consumer, before any quota
-        for _ in range(30_000):
+        for _ in range(24_000):
             p.send("fill", b"f" * 1000)
     # Two precedence levels end to end: user+client-id (level 1) beats client-id (level 7) for the
     # producer; <default> client-id (level 8) gives the consumer its quota. Set with the CLI.
@@ -93,3 +96,83 @@ def _measure_all(usage: BrokerUsage, start: list[Any]) -> tuple[dict[str, float]
     elapsed = time.monotonic() - t0
     return tuple({c: (v - b.get(c, 0.0)) / elapsed for c, v in a.items()}  # type: ignore[return-value]
                  for a, b in zip(after, before))
+
+
+def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> None:
+    c, bootstrap, admin, usage = one_broker
+    admin.create_topic("rt", 1, 1)
+    load = ProduceLoad(bootstrap, "rt", "rt")
+    load.start()
+    try:
+        wait_for(lambda: usage.totals(PRODUCE).get("rt", 0) > 2 * MB, 10, what="rt producing")
+        assert load.producer.throttled_responses == 0
+        alter(admin, {"client-id": "rt"}, producer_byte_rate=MB)
+        t0 = time.monotonic()
+        wait_for(lambda: load.producer.throttled_responses > 0, 2, interval=0.01, what="first throttled response")
+        assert time.monotonic() - t0 < 1.0
+        wait_for(lambda: load.producer.throttled_responses > 20, 5, what="held at the quota")
+        base = usage.totals(PRODUCE)["rt"]
+        alter(admin, {"client-id": "rt"}, producer_byte_rate=None)
+        t1 = time.monotonic()
+        # At 1 MB/s, 2 MB would take 2 s: seeing them within 1 s of the removal (plus one report) means
+        # full speed came back within the second.
+        wait_for(lambda: usage.totals(PRODUCE)["rt"] - base >= 2 * MB, 3, interval=0.02, what="full speed again")
+        assert time.monotonic() - t1 < 1.2
+    finally:
+        load.stop()
+    assert not load.errors
+
+
+def test_killing_the_quota_service_fails_open_and_a_restart_throttles_again(one_broker: Any) -> None:
+    c, bootstrap, admin, usage = one_broker
+    admin.create_topic("kt", 1, 1)
+    alter(admin, {"client-id": "k"}, producer_byte_rate=MB)
+    load = ProduceLoad(bootstrap, "k", "kt")
+    load.start()
+    try:
+        wait_for(lambda: load.producer.throttled_responses > 5, 10, what="k throttled")
+        broker_log = c.procs("broker")[0].log_path
+        log_start = os.path.getsize(broker_log)
+        os.kill(c.procs("quota")[0].pid, signal.SIGKILL)
+        samples: list[tuple[float, int]] = []
+
+        def unthrottled() -> bool:  # > 3 MB/s over the last second, counted by the producer
+            samples.append((time.monotonic(), load.sent))
+            old = [s for s in samples if s[0] <= samples[-1][0] - 1.0]
+            return bool(old) and (samples[-1][1] - old[-1][1]) * 1000 > 3 * MB
+        wait_for(unthrottled, 10, what="produce unthrottled without the quota service")
+        with open(broker_log) as f:
+            f.seek(log_start)
+            assert f.read().count("quota service unreachable") == 1  # said once, however long it lasts
+        before = load.producer.throttled_responses
+        c.restart("quota", 1)
+        wait_for(lambda: load.producer.throttled_responses > before + 5, 20, what="throttled again after restart")
+    finally:
+        load.stop()
+    assert not load.errors
+
+
+def test_a_cluster_wide_quota_holds_the_sum_over_three_brokers(make_cluster: Any) -> None:
+    c = make_cluster(brokers=3, controllers=1, coordinators=0, cleaners=0, extra_env=FAST_STOP)
+    bootstrap = ",".join(p.address for p in c.procs("broker"))
+    usage = BrokerUsage([p.address for p in c.procs("quota")])
+    with Admin(bootstrap) as admin:
+        admin.create_topic("cw", 3, 1)  # one partition led by each broker
+        alter(admin, {"client-id": "cw"}, producer_byte_rate=MB, cluster_wide=1)
+        alter(admin, {"client-id": "pb"}, producer_byte_rate=MB)  # per broker: 1 MB/s on each
+    loads = [ProduceLoad(bootstrap, "cw", "cw", partitions=3), ProduceLoad(bootstrap, "pb", "cw", partitions=3)]
+    try:
+        before, t0 = usage.totals(PRODUCE), time.monotonic()
+        for load in loads:
+            load.start()
+        time.sleep(WINDOW_S)  # the measurement window
+        after, elapsed = usage.totals(PRODUCE), time.monotonic() - t0
+        rates = {k: (after[k] - before.get(k, 0.0)) / elapsed for k in ("cw", "pb")}
+        print(f"measured on the brokers: {rates}, cw per broker {usage.per_broker(PRODUCE, 'cw')}")
+        assert rates["cw"] == pytest.approx(MB, rel=0.10)
+        assert len(usage.per_broker(PRODUCE, "cw")) == 3
+        assert rates["pb"] > 2.5 * MB  # what per-broker quotas allow: up to 3x
+    finally:
+        for load in loads:
+            load.stop()
+    assert not any(load.errors for load in loads)
