@@ -73,7 +73,7 @@ class QuotaConfigs:
             try:
                 apply_ops({}, [(k, v) for k, v in ops])
             except QuotaConfigError as exc:
-                raise QuotaConfigError(f"{entity}: {exc}") from None
+                raise QuotaConfigError(f"{entity}: {exc.args[0]}") from None
         results = []
         for entity, ops in changes:
             values = await self._alter_one(entity, ops, validate_only)

@@ -101,7 +101,7 @@ def describe(ctx: click.Context, as_json: bool, bootstrap: str | None, rest: str
     if not entries:
         click.echo("No quota configs found.")
     for e in entries:
-        values = ", ".join(f"{k}={v:g}" for k, v in sorted(e["values"].items()))
+        values = ", ".join(f"{k}={v:.10g}" for k, v in sorted(e["values"].items()))
         click.echo(f"Quota configs for {_entity_label(e['entity'])} are {values}")
 
 
@@ -142,7 +142,7 @@ def alter(ctx: click.Context, add: str | None, delete: str | None, validate_only
             (result,) = admin.alter_client_quotas([{"entity": wire, "ops": _ops(add, delete)}], validate_only)
         except TidelogError as exc:
             raise click.ClickException(str(exc)) from None
-    values = ", ".join(f"{k}={v:g}" for k, v in sorted(result["values"].items())) or "(none)"
+    values = ", ".join(f"{k}={v:.10g}" for k, v in sorted(result["values"].items())) or "(none)"
     verb = "Validated" if validate_only else "Completed updating"
     click.echo(f"{verb} quota configs for {_entity_label(result['entity'])}: {values}")
 
@@ -167,5 +167,5 @@ def effective(user: str, client_id: str, as_json: bool, bootstrap: str | None, r
             click.echo(f"{key}: unlimited (no entry applies)")
         else:
             scope = "cluster-wide" if m["cluster_wide"] else "per broker"
-            click.echo(f"{key}={m['value']:g} from {_entity_label(m['entity'])} "
+            click.echo(f"{key}={m['value']:.10g} from {_entity_label(m['entity'])} "
                        f"(level {m['level']}: {m['level_name']}; {scope})")
