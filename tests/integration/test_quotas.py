@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from shared.client import Admin, Producer
+from shared.errors import ErrorCode, TidelogError
 from tests.conftest import Cluster, start_cluster, wait_for
 from tests.integration.quota_load import BrokerUsage, ConsumeLoad, ProduceLoad
 
@@ -100,6 +101,7 @@ def _measure_all(usage: BrokerUsage, start: list[Any]) -> tuple[dict[str, float]
 
 def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> None:
     c, bootstrap, admin, usage = one_broker
+    _check_admin_api(admin)
     admin.create_topic("rt", 1, 1)
     load = ProduceLoad(bootstrap, "rt", "rt")
     load.start()
@@ -176,3 +178,20 @@ def test_a_cluster_wide_quota_holds_the_sum_over_three_brokers(make_cluster: Any
         for load in loads:
             load.stop()
     assert not any(load.errors for load in loads)
+
+
+def _check_admin_api(admin: Admin) -> None:
+    """Describe with filters, validate-only and refused input over REST (the entries of the first test)."""
+    both = admin.describe_client_quotas(client_id="p-slow")
+    assert [e["entity"] for e in both] == [{"client-id": "p-slow"}, {"user": "ANONYMOUS", "client-id": "p-slow"}]
+    assert [e["entity"] for e in admin.describe_client_quotas(client_id="p-slow", strict=True)] == [{"client-id": "p-slow"}]
+    assert admin.describe_client_quotas(client_id="<default>")[0]["values"] == {"consumer_byte_rate": MB}
+    checked = admin.alter_client_quotas([{"entity": {"client-id": "x"}, "ops": [{"key": "producer_byte_rate", "value": 5}]}],
+                                        validate_only=True)
+    assert checked[0]["values"] == {"producer_byte_rate": 5} and not admin.describe_client_quotas(client_id="x")
+    for bad in ({"entity": {"client-id": "x"}, "ops": [{"key": "producer_byte_rate", "value": -1}]},
+                {"entity": {"topic": "x"}, "ops": [{"key": "producer_byte_rate", "value": 1}]},
+                {"entity": {"client-id": "x"}, "ops": [{"key": "nope", "value": 1}]}):
+        with pytest.raises(TidelogError) as err:
+            admin.alter_client_quotas([bad])
+        assert err.value.code == ErrorCode.INVALID_REQUEST
