@@ -108,6 +108,28 @@ class RequestPipeline:
             self._peer_holds[ctx.peer] = self.clock() + throttle_ms / 1000
 
 
+def through_pipeline(pipeline: RequestPipeline, api: str, behavior: Callable[[Any, Any], Awaitable[Any]],
+                     ) -> Callable[[Any, Any], Awaitable[Any]]:
+    """A unary method (Metadata, ListOffsets, ...) in the pipeline: context and authorization, the
+    connection's KIP-219 hold, the handler, its time counted against request quotas."""
+
+    async def handle(request: Any, context: Any) -> Any:
+        try:
+            ctx = pipeline.context(api, getattr(request, "client_id", ""), context.peer())
+        except NotAuthorized as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            raise
+        await pipeline.hold_peer(ctx)
+        started = time.perf_counter()
+        try:
+            return await behavior(request, context)
+        finally:
+            pipeline.record_handler_time(ctx, time.perf_counter() - started)
+            pipeline.set_peer_hold(ctx, pipeline.throttle_ms(ctx, (QuotaType.REQUEST,)))
+
+    return handle
+
+
 class ProduceSequencer(Generic[Req, Pending]):
     """One ProduceStream's order: ``begin`` (hold, authorization, the synchronous append, accounting)
     runs request by request in arrival order in one reader; ``finish`` (the wait for replication and

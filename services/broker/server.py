@@ -25,6 +25,7 @@ from services.broker.pipeline import (
     ProduceSequencer,
     RequestContext,
     RequestPipeline,
+    through_pipeline,
 )
 from services.broker.replica_manager import FetchParams, FetchSpec, ProduceResult, ReplicaManager, ReplicationWait
 from shared.errors import ErrorCode, TidelogError
@@ -303,12 +304,16 @@ def _serialized(message: Any) -> bytes:
     return message if type(message) is bytes else message.SerializeToString()
 
 
+_OWN_PIPELINE = ("Produce", "ProduceStream", "Fetch", "FetchStream")  # enter the pipeline in their bodies
+
+
 class _Codecs:
     """Stands in for the server while the generated code registers the broker's methods, and swaps in
     the hand-written codecs: produce requests read in place, fetch responses passed through as bytes."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, pipeline: RequestPipeline) -> None:
         self.server = server
+        self.pipeline = pipeline
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
@@ -319,13 +324,17 @@ class _Codecs:
             handlers[name] = handlers[name]._replace(request_deserializer=_read_produce_request)  # type: ignore[attr-defined]
         for name in ("Fetch", "FetchStream"):
             handlers[name] = handlers[name]._replace(response_serializer=_serialized)  # type: ignore[attr-defined]
+        for name, h in list(handlers.items()):  # the other methods enter the pipeline here
+            if name not in _OWN_PIPELINE and h.unary_unary is not None:  # type: ignore[attr-defined]
+                handlers[name] = h._replace(  # type: ignore[attr-defined]
+                    unary_unary=through_pipeline(self.pipeline, name, h.unary_unary))  # type: ignore[attr-defined]
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
         self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
 
 
 def add_broker_servicer(servicer: BrokerServicer, server: grpc.aio.Server) -> None:
     """Register the broker's gRPC methods, with the hand-written codecs for produce and fetch."""
-    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server))  # type: ignore[arg-type]
+    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server, servicer.pipeline))  # type: ignore[arg-type]
 
 
 async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.broker.pipeline import NotAuthorized, ProduceSequencer, RequestPipeline
+from services.broker.pipeline import NotAuthorized, ProduceSequencer, RequestPipeline, through_pipeline
 from services.broker.quota_state import QuotaAccounting
 from shared.quota.entities import ANONYMOUS, QuotaType
 
@@ -64,3 +64,36 @@ def test_authorization_hook_refuses() -> None:
     pipeline = RequestPipeline(authorize=lambda ctx: ctx.client_id != "evil")
     with pytest.raises(NotAuthorized):
         pipeline.context("Produce", "evil", "p")
+
+
+class _FakeContext:
+    def __init__(self) -> None:
+        self.aborted: tuple[object, str] | None = None
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:9"
+
+    async def abort(self, code: object, message: str) -> None:
+        self.aborted = (code, message)
+        raise RuntimeError("aborted")
+
+
+class _Req:
+    client_id = "app"
+
+
+def test_other_unary_methods_go_through_the_pipeline() -> None:
+    acc = QuotaAccounting()
+    pipeline = RequestPipeline(acc)
+
+    async def behavior(request: object, context: object) -> str:
+        return "answer"
+
+    handle = through_pipeline(pipeline, "Metadata", behavior)
+    assert asyncio.run(handle(_Req(), _FakeContext())) == "answer"
+    assert list(acc.drain()) == [(QuotaType.REQUEST, ANONYMOUS, "app")]  # its handler time counted
+    refuse = through_pipeline(RequestPipeline(authorize=lambda ctx: False), "Metadata", behavior)
+    ctx = _FakeContext()
+    with pytest.raises(RuntimeError):
+        asyncio.run(refuse(_Req(), ctx))
+    assert ctx.aborted is not None
