@@ -85,6 +85,12 @@ class BrokerUsage:
                 continue
         raise AssertionError("no active quota instance answered")
 
+    def active_instance(self) -> str | None:
+        try:
+            return self._describe().instance
+        except AssertionError:
+            return None
+
     def totals(self, qtype: int) -> dict[str, float]:
         """client id -> amount summed over brokers."""
         out: dict[str, float] = {}

@@ -37,7 +37,7 @@ def alter(admin: Admin, entity: dict[str, Any], **values: float | None) -> None:
 @pytest.fixture(scope="module")
 def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str, Admin, BrokerUsage]]:
     c = start_cluster(str(tmp_path_factory.mktemp("quotas")), brokers=1, controllers=1, coordinators=0, cleaners=0,
-                      extra_env=FAST_STOP)
+                      quotas=2, extra_env=FAST_STOP)
     bootstrap = ",".join(p.address for p in c.procs("broker"))
     admin = Admin(bootstrap)
     yield c, bootstrap, admin, BrokerUsage([p.address for p in c.procs("quota")])
@@ -125,7 +125,8 @@ def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> 
     assert not load.errors
 
 
-def test_killing_the_quota_service_fails_open_and_a_restart_throttles_again(one_broker: Any) -> None:
+def test_killing_the_quota_service_fails_open_a_restart_throttles_again_and_a_standby_takes_over(
+        one_broker: Any) -> None:
     c, bootstrap, admin, usage = one_broker
     admin.create_topic("kt", 1, 1)
     alter(admin, {"client-id": "k"}, producer_byte_rate=MB)
@@ -135,7 +136,8 @@ def test_killing_the_quota_service_fails_open_and_a_restart_throttles_again(one_
         wait_for(lambda: load.producer.throttled_responses > 5, 10, what="k throttled")
         broker_log = c.procs("broker")[0].log_path
         log_start = os.path.getsize(broker_log)
-        os.kill(c.procs("quota")[0].pid, signal.SIGKILL)
+        for proc in c.procs("quota"):  # every instance: the service is gone
+            os.kill(proc.pid, signal.SIGKILL)
         samples: list[tuple[float, int]] = []
 
         def unthrottled() -> bool:  # > 3 MB/s over the last second, counted by the producer
@@ -149,6 +151,13 @@ def test_killing_the_quota_service_fails_open_and_a_restart_throttles_again(one_
         before = load.producer.throttled_responses
         c.restart("quota", 1)
         wait_for(lambda: load.producer.throttled_responses > before + 5, 20, what="throttled again after restart")
+        # With a standby running, killing the active instance hands the work over (after its lease ends).
+        c.restart("quota", 2)
+        assert usage.active_instance() == "1"
+        os.kill(c.proc("quota", 1).pid, signal.SIGKILL)
+        wait_for(lambda: usage.active_instance() == "2", 15, what="the standby active")
+        before = load.producer.throttled_responses
+        wait_for(lambda: load.producer.throttled_responses > before + 5, 10, what="throttled by the new instance")
     finally:
         load.stop()
     assert not load.errors
