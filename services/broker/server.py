@@ -341,7 +341,8 @@ async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: b
     """Handle stream requests concurrently (bounded), yield responses in request order.
 
     With ``ordered_start`` each handler starts only after the previous one has
-    started its synchronous part, which for produce means appends keep arrival order.
+    started its synchronous part (FetchStream; ProduceStream orders its appends
+    with the pipeline's explicit ``ProduceSequencer`` instead).
     """
     queue: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_STREAM)
 
