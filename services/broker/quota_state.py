@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.quota.entities import QuotaType
-
 Pair = tuple[int, str, str]
 
 
@@ -57,10 +55,14 @@ class QuotaAccounting:
         self._table = table
         self.decided_at = now
 
+    @property
+    def has_decisions(self) -> bool:
+        return bool(self._table)
+
     def stale(self, now: float) -> bool:
         return now - self.decided_at > self.expiry_s
 
-    def throttle_s(self, qtypes: tuple[QuotaType, ...], user: str, client_id: str, now: float) -> float:
+    def throttle_s(self, qtypes: tuple[int, ...], user: str, client_id: str, now: float) -> float:
         """How long the pair must wait now (0 when it may go on)."""
         if not self._table or now - self.decided_at > self.expiry_s:
             return 0.0

@@ -19,7 +19,9 @@ from typing import Any
 import grpc
 
 from services.broker.pipeline import (
+    FETCH,
     FETCH_TYPES,
+    PRODUCE,
     PRODUCE_TYPES,
     NotAuthorized,
     ProduceSequencer,
@@ -33,7 +35,6 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
 from shared.proto.produce_wire import ProduceRequestView, WireError, parse_produce_request
-from shared.quota.entities import QuotaType
 from shared.records.batch import next_offset_after
 from shared.types import TopicPartition
 
@@ -92,9 +93,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         ]
         started = time.perf_counter()
         results, waits = self.rm.append(request.acks, data)
-        self.pipeline.record_handler_time(ctx, time.perf_counter() - started)
-        self.pipeline.record(ctx, QuotaType.PRODUCE, sum(len(records) for _, records in data))
-        return request, results, waits, self.pipeline.throttle_ms(ctx, PRODUCE_TYPES)
+        handler_s = time.perf_counter() - started
+        nbytes = sum(len(records) for _, records in data)
+        return request, results, waits, self.pipeline.account(ctx, PRODUCE, nbytes, handler_s, PRODUCE_TYPES)
 
     async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
         request, results, waits, throttle_ms = pending
@@ -182,9 +183,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         offsets = {s.tp: s.offset for s in specs}
         results = await self.rm.fetch(params)
         if consumer:  # replication is not a client's usage
-            self.pipeline.record_handler_time(ctx, params.read_time_s)
-            self.pipeline.record(ctx, QuotaType.FETCH, sum(len(r.records) for r in results.values()))
-            throttle_ms = self.pipeline.throttle_ms(ctx, FETCH_TYPES)
+            nbytes = sum(len(r.records) for r in results.values())
+            throttle_ms = self.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)
         by_topic: dict[str, list[FetchPartitionData]] = {}
         for tp, r in results.items():
             fetch_offset = offsets[tp]
