@@ -54,7 +54,7 @@ class Broker(Service[BrokerSettings]):
         self.metadata = MetadataCache(self.store, self._on_metadata)
         interval_s = settings.quota_report_interval_ms / 1000
         self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds)
-        self.quota_reporter = QuotaReporter(self.store, self.quota_accounting, settings.id, interval_s)
+        self.quota_reporter = QuotaReporter(self._active_quota_instance, self.quota_accounting, settings.id, interval_s)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pid_next = 0
         self._pid_end = 0
@@ -63,6 +63,10 @@ class Broker(Service[BrokerSettings]):
     def add_servicers(self, server: grpc.aio.Server) -> None:
         add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
                                            RequestPipeline(self.quota_accounting)), server)
+
+    async def _active_quota_instance(self) -> str | None:
+        found = await self.store.get(self.store.keys.quota_leader())
+        return found[0].get("address") if found else None
 
     async def allocate_producer_id(self) -> int:
         """Producer ids come from blocks of 1000 reserved atomically in etcd."""

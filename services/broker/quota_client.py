@@ -12,12 +12,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
 from services.broker.quota_state import QuotaAccounting
-from shared.metadata.store import MetadataStore
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
 
@@ -26,19 +25,23 @@ RECONNECT_S = 0.5
 
 
 class QuotaReporter:
-    def __init__(self, store: MetadataStore, accounting: QuotaAccounting, broker_id: int, interval_s: float) -> None:
-        self.store = store
+    """``find_active`` returns the active quota instance's address (None when there is none)."""
+
+    def __init__(self, find_active: Callable[[], Awaitable[str | None]], accounting: QuotaAccounting,
+                 broker_id: int, interval_s: float) -> None:
+        self.find_active = find_active
         self.accounting = accounting
         self.broker_id = broker_id
         self.interval_s = interval_s
         self.connected = False
+        self.failures = 0  # connection attempts that ended without (or lost) the quota service
         self._said_unreachable = False
         self._sequence = 0
 
     async def run(self) -> None:
         while True:
             try:
-                address = await self._active_address()
+                address = await asyncio.wait_for(self.find_active(), 2)
                 if address:
                     await self._stream(address)
                     reason = "stream ended"
@@ -49,16 +52,13 @@ class QuotaReporter:
             except Exception as exc:  # gRPC, etcd: all mean "not now"
                 reason = str(exc.code()) if isinstance(exc, grpc.aio.AioRpcError) else repr(exc)
             self.connected = False
+            self.failures += 1
             if not self._said_unreachable:
                 self._said_unreachable = True
                 log.warning("quota service unreachable: serving without its decisions once they expire "
                             "(fail open); reconnecting", extra={"reason": reason})
             self.accounting.drain()  # usage nobody will hear about
             await asyncio.sleep(RECONNECT_S)
-
-    async def _active_address(self) -> str | None:
-        found = await asyncio.wait_for(self.store.get(self.store.keys.quota_leader()), 2)
-        return found[0].get("address") if found else None
 
     async def _reports(self) -> AsyncIterator[qpb.UsageReport]:
         loop = asyncio.get_running_loop()
