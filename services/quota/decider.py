@@ -62,6 +62,7 @@ class QuotaDecider:
         self._buckets: dict[tuple[QuotaType, tuple[str, str], int], Smoother] = {}
         self._seen: dict[int, dict[Pair, float]] = {}  # broker -> pair -> last report with usage (ms)
         self._group_brokers: dict[tuple[QuotaType, tuple[str, str]], dict[int, float]] = {}
+        self._forgot_at = float("-inf")
 
     @property
     def forget_after_ms(self) -> float:
@@ -123,7 +124,11 @@ class QuotaDecider:
         return Decision(pair[0], pair[1], pair[2], throttle, left, m.value, measured)
 
     def _forget(self, now_ms: float) -> None:
-        """Drop pairs, brokers and rates with no usage for a whole window (``samples × window``)."""
+        """Drop pairs, brokers and rates with no usage for a whole window (``samples × window``);
+        looked at once per sample window, not on every report."""
+        if now_ms - self._forgot_at < self.window_ms:
+            return
+        self._forgot_at = now_ms
         horizon = now_ms - self.forget_after_ms
         for seen in self._seen.values():
             for pair in [p for p, t in seen.items() if t < horizon]:
