@@ -121,6 +121,8 @@ class QuotaDecider:
         if m.cluster_wide:
             left /= max(1, len(self._group_brokers.get((pair[0], m.group), {})))
         throttle = max(throttle_time_ms(measured, m.value, window), bucket.wait_ms(m.value))
+        if pair[0] == QuotaType.REQUEST:  # as Kafka bounds request-quota throttles: one sample window
+            throttle = min(throttle, self.window_ms)
         return Decision(pair[0], pair[1], pair[2], throttle, left, m.value, measured)
 
     def _forget(self, now_ms: float) -> None:

@@ -148,16 +148,18 @@ def test_killing_the_quota_service_fails_open_a_restart_throttles_again_and_a_st
         with open(broker_log) as f:
             f.seek(log_start)
             assert f.read().count("quota service unreachable") == 1  # said once, however long it lasts
+        # Unthrottled meanwhile, the client is far over its quota: the first decision of the restarted
+        # instance may hold it for up to a window (11 s), so one throttled response is the sign.
         before = load.producer.throttled_responses
         c.restart("quota", 1)
-        wait_for(lambda: load.producer.throttled_responses > before + 5, 20, what="throttled again after restart")
+        wait_for(lambda: load.producer.throttled_responses > before, 20, what="throttled again after restart")
         # With a standby running, killing the active instance hands the work over (after its lease ends).
         c.restart("quota", 2)
         assert usage.active_instance() == "1"
         os.kill(c.proc("quota", 1).pid, signal.SIGKILL)
         wait_for(lambda: usage.active_instance() == "2", 15, what="the standby active")
         before = load.producer.throttled_responses
-        wait_for(lambda: load.producer.throttled_responses > before + 5, 10, what="throttled by the new instance")
+        wait_for(lambda: load.producer.throttled_responses > before, 10, what="throttled by the new instance")
     finally:
         load.stop()
     assert not load.errors

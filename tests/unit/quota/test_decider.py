@@ -136,3 +136,10 @@ def test_a_fast_producer_is_held_within_ten_percent_over_twenty_seconds() -> Non
 def test_cluster_wide_quota_holds_the_sum_over_three_brokers() -> None:
     logs = simulate(quota=MB, speed_bps=50 * MB, request_bytes=64 * 1024, seconds=20, brokers=3, cluster_wide=True)
     assert sum(_rate(log, 0, 20) for log in logs) == pytest.approx(MB, rel=0.10)
+
+
+def test_request_quota_throttles_are_bounded_by_one_sample_window() -> None:
+    d = QuotaDecider()
+    d.set_configs({QuotaEntity(None, "a"): {"request_percentage": 1.0}})
+    (dec,) = d.report(1, 0, [(QuotaType.REQUEST, "u", "a", 500.0)])  # 5 s of handler time at once
+    assert dec.throttle_time_ms == 1000
