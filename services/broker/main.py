@@ -14,6 +14,9 @@ from pydantic import Field
 
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.metadata_cache import ClusterView, MetadataCache
+from services.broker.pipeline import RequestPipeline
+from services.broker.quota_client import QuotaReporter
+from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
 from shared.proto import tidelog_pb2 as pb
@@ -37,6 +40,10 @@ class BrokerSettings(ServiceSettings):
                                       description="how long a cleaner worker holds a compaction job without renewing")
     log_cleaner_dedupe_buffer_size: int = Field(128 * 1024 * 1024, ge=1024, le=2**34,
                                                 description="log.cleaner.dedupe.buffer.size: offset map bytes per job")
+    quota_report_interval_ms: int = Field(100, ge=10, le=10_000,
+                                          description="quota.report.interval.ms: how often usage goes to the quota service")
+    quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
+                                                                       "older than two windows are dropped (fail open)")
 
 
 class Broker(Service[BrokerSettings]):
@@ -52,6 +59,9 @@ class Broker(Service[BrokerSettings]):
         self.metadata = MetadataCache(self.store, self._on_metadata)
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
                                         settings.log_cleaner_dedupe_buffer_size)
+        interval_s = settings.quota_report_interval_ms / 1000
+        self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds)
+        self.quota_reporter = QuotaReporter(self._active_quota_instance, self.quota_accounting, settings.id, interval_s)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pid_next = 0
         self._pid_end = 0
@@ -60,8 +70,13 @@ class Broker(Service[BrokerSettings]):
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
-                                           lambda: self.coordinator_owners), server)
+                                           lambda: self.coordinator_owners,
+                                           pipeline=RequestPipeline(self.quota_accounting)), server)
         add_cleaner_servicer(CleanerServicer(self.cleaner_jobs, self.settings.id), server)
+
+    async def _active_quota_instance(self) -> str | None:
+        found = await self.store.get(self.store.keys.quota_leader())
+        return found[0].get("address") if found else None
 
     async def allocate_producer_id(self) -> int:
         """Producer ids come from blocks of 1000 reserved atomically in etcd."""
@@ -89,6 +104,7 @@ class Broker(Service[BrokerSettings]):
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._isr_loop()))
+        self._tasks.append(asyncio.create_task(self.quota_reporter.run()))
 
     def _on_coordinator_owners(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
         self.coordinator_owners = {int(k.decode().rsplit("/", 1)[-1]): v for k, (v, _, _) in snap.items()}

@@ -78,6 +78,10 @@ class FetchParams:
     min_bytes: int = 1
     max_bytes: int = 50 * 1024 * 1024
     specs: list[FetchSpec] = field(default_factory=list)
+    read_time_s: float = 0.0  # set by fetch: time spent reading (request quotas count it)
+
+
+ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
 
 
 class ReplicaManager:
@@ -275,10 +279,15 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------------
 
     async def produce(self, acks: int, timeout_ms: int, data: list[tuple[TopicPartition, bytes]]) -> dict[TopicPartition, ProduceResult]:
+        return await self.complete_produce(timeout_ms, *self.append(acks, data))
+
+    def append(self, acks: int, data: list[tuple[TopicPartition, bytes]]) -> tuple[dict[TopicPartition, ProduceResult], list[ReplicationWait]]:
+        """The synchronous part of a produce: append to every partition now, in the caller's order.
+        Returns the results and what ``complete_produce`` must wait for (acks=all)."""
         results: dict[TopicPartition, ProduceResult] = {}
         if acks not in (0, 1, -1):
-            return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}") for tp, _ in data}
-        waits: list[tuple[TopicPartition, Partition, int, int]] = []
+            return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}") for tp, _ in data}, []
+        waits: list[ReplicationWait] = []
         for tp, records in data:
             try:
                 part = self.leader_partition(tp)
@@ -293,6 +302,11 @@ class ReplicaManager:
             except Exception as exc:  # never let one partition's failure crash the request
                 log.exception("produce failed", extra={"tp": str(tp)})
                 results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+        return results, waits
+
+    async def complete_produce(self, timeout_ms: int, results: dict[TopicPartition, ProduceResult],
+                               waits: list[ReplicationWait]) -> dict[TopicPartition, ProduceResult]:
+        """Wait until the appends of ``append`` are replicated as acks=all asks (no-op otherwise)."""
         if waits:
             timeout = max(timeout_ms, 0) / 1000
             done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
@@ -334,7 +348,9 @@ class ReplicaManager:
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         while True:
+            started = time.perf_counter()
             results, total, error = self._read_once(params)
+            params.read_time_s += time.perf_counter() - started
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or error or remaining <= 0:
                 return results

@@ -12,12 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
-from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManager
+from services.broker.pipeline import (
+    FETCH,
+    FETCH_TYPES,
+    PRODUCE,
+    PRODUCE_TYPES,
+    NotAuthorized,
+    ProduceSequencer,
+    RequestContext,
+    RequestPipeline,
+    through_pipeline,
+)
+from services.broker.replica_manager import FetchParams, FetchSpec, ProduceResult, ReplicaManager, ReplicationWait
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode, TidelogError
 from shared.offsets_topic import OFFSETS_TOPIC
@@ -30,16 +42,20 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT_PER_STREAM = 16
+# A produce appended, waiting for replication: request, results so far, waits, throttle_time_ms.
+PendingProduce = tuple[ProduceRequestView, dict[TopicPartition, ProduceResult], list[ReplicationWait], int]
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(self, rm: ReplicaManager, broker_id: int,
                  allocate_producer_id: Callable[[], Awaitable[int]] | None = None,
-                 coordinator_owners: Callable[[], dict[int, dict[str, Any]]] | None = None) -> None:
+                 coordinator_owners: Callable[[], dict[int, dict[str, Any]]] | None = None,
+                 pipeline: RequestPipeline | None = None) -> None:
         self.rm = rm
         self.broker_id = broker_id
         self.allocate_producer_id = allocate_producer_id
         self.coordinator_owners = coordinator_owners or dict
+        self.pipeline = pipeline or RequestPipeline()
 
     # -- metadata --------------------------------------------------------------------------------
 
@@ -72,14 +88,23 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- produce ------------------------------------------------------------------------------------
 
-    async def _produce(self, request: ProduceRequestView) -> pb.ProduceResponse:
+    def _append(self, request: ProduceRequestView, ctx: RequestContext) -> PendingProduce:
+        """The synchronous part of a produce: append, count the usage, read the throttle."""
         data = [
             (TopicPartition(t.name, p.partition), p.records)
             for t in request.topics
             for p in t.partitions
         ]
-        results = await self.rm.produce(request.acks, request.timeout_ms, data)
-        resp = pb.ProduceResponse(correlation_id=request.correlation_id)
+        started = time.perf_counter()
+        results, waits = self.rm.append(request.acks, data)
+        handler_s = time.perf_counter() - started
+        nbytes = sum(len(records) for _, records in data)
+        return request, results, waits, self.pipeline.account(ctx, PRODUCE, nbytes, handler_s, PRODUCE_TYPES)
+
+    async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
+        request, results, waits, throttle_ms = pending
+        results = await self.rm.complete_produce(request.timeout_ms, results, waits)
+        resp = pb.ProduceResponse(correlation_id=request.correlation_id, throttle_time_ms=throttle_ms)
         by_topic: dict[str, pb.ProduceTopicResponse] = {}
         for tp, r in results.items():
             tr = by_topic.get(tp.topic)
@@ -92,7 +117,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     async def Produce(self, request: ProduceRequestView | WireError,  # type: ignore[override]
                       context: Any) -> pb.ProduceResponse:
-        return await self._produce(await _well_formed(request, context))
+        request = await _well_formed(request, context)
+        ctx = await _context(self.pipeline, "Produce", request.client_id, context.peer(), context)
+        await self.pipeline.hold_peer(ctx)
+        pending = self._append(request, ctx)
+        self.pipeline.set_peer_hold(ctx, pending[3])
+        return await self._respond(pending)
 
     async def ProduceStream(self, request_iterator: AsyncIterator[ProduceRequestView | WireError],  # type: ignore[override]
                             context: Any) -> AsyncIterator[pb.ProduceResponse]:
@@ -105,18 +135,37 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     return
                 yield request
 
-        # Appends happen in arrival order (the reader), completions are awaited and
-        # answered in the same order (the writer), so acks=all waits do not stall appends.
-        async for resp in _pipelined(requests(), self._produce):
+        # Appends happen in arrival order (the sequencer's reader), completions are awaited and
+        # answered in the same order, so acks=all waits do not stall appends.
+        peer = context.peer()
+        hold_until = 0.0
+
+        async def begin(request: ProduceRequestView) -> PendingProduce:
+            nonlocal hold_until
+            ctx = await _context(self.pipeline, "Produce", request.client_id, peer, context)
+            if hold_until:
+                await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
+            pending = self._append(request, ctx)
+            hold_until = self.pipeline.clock() + pending[3] / 1000 if pending[3] else 0.0
+            return pending
+
+        async for resp in ProduceSequencer(begin, self._respond).run(requests()):
             yield resp
         if malformed:
             await _well_formed(malformed[0], context)
 
     # -- fetch --------------------------------------------------------------------------------------
 
-    async def _fetch(self, request: pb.FetchRequest, session: dict[TopicPartition, int] | None = None) -> bytes:
-        """Serve one fetch. ``session`` (FetchStream only) maps each partition to where this stream's
-        last response for it ended; ``incremental`` requests read from there."""
+    async def _fetch(self, request: pb.FetchRequest, ctx: RequestContext,
+                     session: dict[TopicPartition, int] | None = None) -> tuple[bytes, int]:
+        """Serve one fetch; returns the response and its throttle_time_ms. ``session`` (FetchStream
+        only) maps each partition to where this stream's last response for it ended; ``incremental``
+        requests read from there. Consumers over their quota get no data, at once."""
+        consumer = request.replica_id < 0
+        throttle_ms = self.pipeline.throttle_ms(ctx, FETCH_TYPES) if consumer else 0
+        if throttle_ms:
+            return encode_fetch_response(correlation_id=request.correlation_id, topics=[],
+                                         throttle_time_ms=throttle_ms), throttle_ms
         specs = []
         for t in request.topics:
             for p in t.partitions:
@@ -137,6 +186,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         )
         offsets = {s.tp: s.offset for s in specs}
         results = await self.rm.fetch(params)
+        if consumer:  # replication is not a client's usage
+            nbytes = sum(len(r.records) for r in results.values())
+            throttle_ms = self.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)
         by_topic: dict[str, list[FetchPartitionData]] = {}
         for tp, r in results.items():
             fetch_offset = offsets[tp]
@@ -151,10 +203,15 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
                 log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
                 leader_epoch=r.leader_epoch, records=r.records, fetch_offset=fetch_offset, next_offset=next_offset))
-        return encode_fetch_response(correlation_id=request.correlation_id, topics=list(by_topic.items()))
+        return encode_fetch_response(correlation_id=request.correlation_id, topics=list(by_topic.items()),
+                                     throttle_time_ms=throttle_ms), throttle_ms
 
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> bytes:  # type: ignore[override]
-        return await self._fetch(request)
+        ctx = await _context(self.pipeline, "Fetch", request.client_id, context.peer(), context)
+        await self.pipeline.hold_peer(ctx)
+        resp, throttle_ms = await self._fetch(request, ctx)
+        self.pipeline.set_peer_hold(ctx, throttle_ms)
+        return resp
 
     async def FetchStream(self, request_iterator: AsyncIterator[pb.FetchRequest],  # type: ignore[override]
                           context: Any) -> AsyncIterator[bytes]:
@@ -163,10 +220,18 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         # the previous response is being written, and a client may keep several in flight.
         session: dict[TopicPartition, int] = {}
         lock = asyncio.Lock()
+        peer = context.peer()
+        hold_until = 0.0
 
         async def handle(request: pb.FetchRequest) -> bytes:
+            nonlocal hold_until
             async with lock:
-                return await self._fetch(request, session)
+                ctx = await _context(self.pipeline, "Fetch", request.client_id, peer, context)
+                if hold_until:
+                    await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
+                resp, throttle_ms = await self._fetch(request, ctx, session)
+                hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
+                return resp
 
         async for resp in _pipelined(request_iterator, handle, ordered_start=True):
             yield resp
@@ -219,6 +284,14 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0, self.coordinator_owners())
 
 
+async def _context(pipeline: RequestPipeline, api: str, client_id: str, peer: str, context: Any) -> RequestContext:
+    try:
+        return pipeline.context(api, client_id, peer)
+    except NotAuthorized as exc:
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        raise
+
+
 def _read_produce_request(data: bytes) -> ProduceRequestView | WireError:
     """Request deserializer: a malformed request is handed to the method, which refuses it with
     INVALID_ARGUMENT (an exception here would end the call as UNKNOWN)."""
@@ -240,12 +313,16 @@ def _serialized(message: Any) -> bytes:
     return message if type(message) is bytes else message.SerializeToString()
 
 
+_OWN_PIPELINE = ("Produce", "ProduceStream", "Fetch", "FetchStream")  # enter the pipeline in their bodies
+
+
 class _Codecs:
     """Stands in for the server while the generated code registers the broker's methods, and swaps in
     the hand-written codecs: produce requests read in place, fetch responses passed through as bytes."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, pipeline: RequestPipeline) -> None:
         self.server = server
+        self.pipeline = pipeline
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
@@ -256,20 +333,25 @@ class _Codecs:
             handlers[name] = handlers[name]._replace(request_deserializer=_read_produce_request)  # type: ignore[attr-defined]
         for name in ("Fetch", "FetchStream"):
             handlers[name] = handlers[name]._replace(response_serializer=_serialized)  # type: ignore[attr-defined]
+        for name, h in list(handlers.items()):  # the other methods enter the pipeline here
+            if name not in _OWN_PIPELINE and h.unary_unary is not None:  # type: ignore[attr-defined]
+                handlers[name] = h._replace(  # type: ignore[attr-defined]
+                    unary_unary=through_pipeline(self.pipeline, name, h.unary_unary))  # type: ignore[attr-defined]
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
         self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
 
 
 def add_broker_servicer(servicer: BrokerServicer, server: grpc.aio.Server) -> None:
     """Register the broker's gRPC methods, with the hand-written codecs for produce and fetch."""
-    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server))  # type: ignore[arg-type]
+    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server, servicer.pipeline))  # type: ignore[arg-type]
 
 
 async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:
     """Handle stream requests concurrently (bounded), yield responses in request order.
 
     With ``ordered_start`` each handler starts only after the previous one has
-    started its synchronous part, which for produce means appends keep arrival order.
+    started its synchronous part (FetchStream; ProduceStream orders its appends
+    with the pipeline's explicit ``ProduceSequencer`` instead).
     """
     queue: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_STREAM)
 

@@ -1,1 +1,1 @@
-"""Quota service: quota configuration and throttle delays (registration only so far)."""
+"""Quota service: client quota decisions for brokers (one active instance elected in etcd)."""

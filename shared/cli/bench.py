@@ -68,11 +68,12 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
               help="the first N records are also reported apart: the rest is the steady state (as Kafka's perf tool)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
+@click.option("--client-id", default="tidelog-producer", show_default=True, help="client.id (quotas apply per client id)")
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
-                  latency_sample: int, warmup_records: int, as_json: bool, progress: bool, bootstrap: str | None,
-                  rest: str | None, data_dir: str) -> None:
+                  latency_sample: int, warmup_records: int, as_json: bool, progress: bool, client_id: str,
+                  bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
 
     With --warmup-records N, a second line gives the steady state: throughput from the N+1th send to the
@@ -83,7 +84,7 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
     _ensure_topic(servers, topic, partitions, replication_factor, batch_size)
     values = [os.urandom(record_size) for _ in range(256)]
     keys = [os.urandom(key_size) for _ in range(65536)] if key_size else [None] * 65536
-    producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+    producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms, client_id=client_id,
                         compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20))
     latencies: list[float] = []
     steady: list[float] = []  # latencies of the records after the warm-up
@@ -125,13 +126,17 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
     res: dict[str, Any] = {
         "records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
         "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latency_ms": percentiles(latencies + steady),
-        "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression}
+        "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression,
+        "throttled_responses": producer.throttled_responses, "throttle_time_ms_max": producer.throttle_time_ms_max}
     if warmup_records:
         n, secs = records - warmup_records, elapsed - (t_steady - t0)
         res["steady_state"] = {"records": n, "seconds": secs, "records_per_s": n / secs,
                                "mb_per_s": n * (record_size + key_size) / secs / 1e6,
                                "latency_ms": percentiles(steady)}
     _report("sent", res, as_json)
+    if producer.throttled_responses and not as_json:
+        click.echo(f"{producer.throttled_responses} responses throttled by a quota "
+                   f"(throttle_time_ms max {producer.throttle_time_ms_max}).")
     if warmup_records and not as_json:
         _report("sent in steady state", res["steady_state"], False)
 
@@ -148,13 +153,15 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 @click.option("--group", default=None, help="consume as a member of this (new) group instead of assign (joining is timed)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
+@click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool,
+                  client_id: str,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
-    consumer = Consumer(servers, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
+    consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
                         max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
                         fetch_depth=fetch_depth, group_id=group)
     if group is not None:
@@ -189,5 +196,5 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
         bar.close()
         consumer.close()
     res = {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
-           "latency_ms": percentiles(poll_ms)}
+           "latency_ms": percentiles(poll_ms), "throttled_responses": consumer.throttled_responses}
     _report("consumed", res, as_json)

@@ -7,12 +7,14 @@ import click
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
 from shared.cli.bench_group import bench_group
+from shared.cli.bench_quota import bench_quota
 from shared.cli.cleaner_cmds import cleaner
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.cli.groups import groups
 from shared.cli.plugins import PluginGroup
 from shared.cli.produce_consume import consume, produce
+from shared.cli.quotas import quotas
 from shared.cli.topics import topics
 from shared.runtime import tune_allocator
 
@@ -34,6 +36,7 @@ cli.add_command(down)
 cli.add_command(status)
 cli.add_command(topics)
 cli.add_command(groups)
+cli.add_command(quotas)
 cli.add_command(produce)
 cli.add_command(consume)
 bench.add_command(bench_produce)
@@ -41,6 +44,7 @@ bench.add_command(bench_consume)
 bench.add_command(bench_failover)
 cli.add_command(cleaner)
 bench.add_command(bench_group)
+bench.add_command(bench_quota)
 
 
 def main() -> None:

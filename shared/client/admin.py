@@ -94,6 +94,25 @@ class Admin:
     def cluster(self) -> dict[str, Any]:
         return self._call("GET", "/v1/cluster")
 
+    # -- client quotas (Kafka's DescribeClientQuotas / AlterClientQuotas) ---------------------------------
+
+    def describe_client_quotas(self, user: str | None = None, client_id: str | None = None,
+                               strict: bool = False) -> list[dict[str, Any]]:
+        """Entries matching the filter; a component None matches any, ``"<default>"`` the default."""
+        params: dict[str, Any] = {"strict": strict}
+        if user is not None:
+            params["user"] = user
+        if client_id is not None:
+            params["client_id"] = client_id
+        return self._call("GET", "/v1/quotas", params=params)["entries"]
+
+    def alter_client_quotas(self, entries: list[dict[str, Any]], validate_only: bool = False) -> list[dict[str, Any]]:
+        """``entries``: ``[{"entity": {"client-id": "app"}, "ops": [{"key": k, "value": v} | {"key": k, "remove": True}]}]``."""
+        return self._call("POST", "/v1/quotas/alter", json={"entries": entries, "validate_only": validate_only})["entries"]
+
+    def effective_client_quotas(self, user: str = "ANONYMOUS", client_id: str = "") -> dict[str, Any]:
+        return self._call("GET", "/v1/quotas/effective", params={"user": user, "client_id": client_id})
+
     def close(self) -> None:
         self._http.close()
 

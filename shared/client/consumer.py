@@ -169,12 +169,13 @@ class _LeaderFetch:
     """The consumer's pipelined stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream)."""
 
-    __slots__ = ("stream", "synced", "idle")
+    __slots__ = ("stream", "synced", "idle", "throttled_until")
 
     def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
         self.stream = stream
         self.synced: dict[TopicPartition, int] = {}
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
+        self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
 
 
 class PartitionState:
@@ -226,6 +227,7 @@ class Consumer:
         tune_gc()
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
         self.client_id = client_id
+        self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -544,7 +546,7 @@ class Consumer:
             with self._lock:
                 self._pump()
                 missing = self._wanted_leaders or self._metadata_wanted
-                self._fetcher_wakeup.wait(self.retry_backoff_s if missing else 0.1)
+                self._fetcher_wakeup.wait(self.retry_backoff_s if missing else self._pause_s())
         with self._lock:
             for lf in self._streams.values():
                 lf.stream.close()
@@ -559,6 +561,11 @@ class Consumer:
                 refresh = True
         if refresh:
             self._refresh_rate_limited()
+
+    def _pause_s(self) -> float:
+        """How long the fetcher may sleep: 0.1 s, or until the first throttle pause ends."""
+        ends = [lf.throttled_until for lf in self._streams.values() if lf.throttled_until]
+        return max(0.001, min([0.1, *(t - time.monotonic() for t in ends)]))
 
     def _pump(self) -> None:
         """Send what each leader's stream may take now (caller holds the lock). No network call here:
@@ -576,6 +583,8 @@ class Consumer:
             if leader < 0:
                 continue
             lf = self._streams.get(leader)
+            if lf is not None and lf.throttled_until > now:
+                continue  # over a quota on that broker: send it nothing until the pause ends
             if lf is None:
                 stub = self.cluster.connected_stub(leader)
                 if stub is None:
@@ -633,6 +642,9 @@ class Consumer:
     def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView, sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
+            if resp.throttle_time_ms > 0:
+                lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
+                self.throttled_responses += 1
             lf.idle = all(p.next_offset <= p.fetch_offset for t in resp.topics for p in t.partitions)
             for t in resp.topics:
                 for p in t.partitions:

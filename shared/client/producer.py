@@ -9,6 +9,7 @@ errors refresh metadata and re-enqueue the batch (in order, at the front).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import queue
@@ -242,6 +243,8 @@ class ProduceConnection:
             for resp in self.call:
                 with self.lock:
                     entry = self.inflight.popleft()
+                if resp.throttle_time_ms > 0:  # over a quota: send this broker nothing for that long
+                    self.producer._throttled(self.broker_id, resp.throttle_time_ms)
                 self.slots.release()
                 self.producer._on_response(entry, resp)
         except grpc.RpcError as exc:
@@ -328,6 +331,9 @@ class Producer:
         self._closing = False
         self._need_refresh = threading.Event()
         self._retry_after: dict[TopicPartition, float] = {}
+        self._throttled_until: dict[int, float] = {}  # broker -> end of its last throttle_time_ms (KIP-219)
+        self.throttled_responses = 0  # responses that carried a throttle_time_ms (Kafka's produce-throttle-time)
+        self.throttle_time_ms_max = 0
         self._sender = threading.Thread(target=self._run, name="tidelog-producer-sender", daemon=True)
         self._sender.start()
 
@@ -470,6 +476,8 @@ class Producer:
                     continue
             now = time.monotonic()
             muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
+            if self._throttled_until:
+                muted |= self._throttled_partitions(now)
             if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
                 muted |= self.state.muted(self.max_in_flight)
             batches, wait = acc.drain_ready(now, muted)
@@ -480,6 +488,24 @@ class Producer:
                 return
             acc.wakeup.wait(wait)
             acc.wakeup.clear()
+
+    def _throttled(self, broker_id: int, throttle_ms: int) -> None:
+        self._throttled_until[broker_id] = time.monotonic() + throttle_ms / 1000
+        self.throttled_responses += 1
+        self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
+
+    def _throttled_partitions(self, now: float) -> set[TopicPartition]:
+        """Partitions led by a broker whose last response asked for a pause (throttle_time_ms)."""
+        brokers = {b for b, t in list(self._throttled_until.items()) if t > now}
+        if not brokers:
+            self._throttled_until.clear()
+            return set()
+        out = set()
+        for tp in list(self.accumulator.batches):
+            with contextlib.suppress(TidelogError):
+                if self.cluster.leader_for(tp) in brokers:
+                    out.add(tp)
+        return out
 
     def _take_new_producer_id(self) -> bool:
         """After a batch failed with an unknown outcome, its sequence numbers can neither be reused (it

@@ -7,7 +7,9 @@
     /tidelog/<cluster>/brokers/<id>             {address, rack, incarnation} on the broker's lease
     /tidelog/<cluster>/topics/<name>            {topic id, replica assignment, configs}
     /tidelog/<cluster>/partitions/<name>/<p>    {leader, leader_epoch, isr, partition_epoch}
-    /tidelog/<cluster>/quotas/<entity>          quota values
+    /tidelog/<cluster>/quotas/<entity>          quota values {key: value}; <entity> is users/<u>[/clients/<c>]
+                                                or clients/<c> (names percent-encoded, see shared.quota.entities)
+    /tidelog/<cluster>/quota-leader             the active quota instance {id, address} on its lease
     /tidelog/<cluster>/services/<role>/<id>     coordinators, cleaners, quota instances on leases
     /tidelog/<cluster>/offsets-owners/<p>       owner of __consumer_offsets partition p, on its lease
     /tidelog/<cluster>/offsets-producers/<p>    {producer_id, producer_epoch} its owners write with
@@ -59,6 +61,12 @@ class Keys:
 
     def quotas_prefix(self) -> bytes:
         return f"{self.root}quotas/".encode()
+
+    def quota(self, entity_path: str) -> bytes:
+        return f"{self.root}quotas/{entity_path}".encode()
+
+    def quota_leader(self) -> bytes:
+        return f"{self.root}quota-leader".encode()
 
     def services_prefix(self, role: str | None = None) -> bytes:
         return f"{self.root}services/{role + '/' if role else ''}".encode()

@@ -252,3 +252,13 @@ class MetadataStore:
 async def _maybe_await(result: Awaitable[None] | None) -> None:
     if result is not None:
         await result
+
+
+async def compare_and_swap(store: MetadataStore, key: bytes, mod_revision: int | None, value: Any | None) -> bool:
+    """Put ``value`` at ``key`` (delete it when None) only if the key is still at ``mod_revision``
+    (absent when None). False if someone changed it in between."""
+    t = store.client.transactions
+    guard = (t.mod(key) == mod_revision) if mod_revision is not None else (t.create(key) == 0)
+    op = t.delete(key) if value is None else t.put(key, dumps(value))
+    ok, _ = await store.client.transaction(compare=[guard], success=[op], failure=[])
+    return bool(ok)

@@ -12,7 +12,8 @@ import sys
 from grpc_tools import protoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROTOS = ["shared/proto/tidelog.proto", "shared/proto/cleaner.proto", "shared/proto/coordinator.proto"]
+PROTOS = ["shared/proto/tidelog.proto", "shared/proto/cleaner.proto", "shared/proto/coordinator.proto",
+          "shared/proto/quota.proto"]
 
 
 def generate(out_dir: str = ROOT) -> None:

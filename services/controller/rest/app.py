@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
-from services.controller.rest import cleaner, cluster, groups, leaders, topics
+from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics
 from services.controller.rest.docs import keep_docs_offline
 from shared.errors import ErrorCode, TidelogError
 
@@ -37,6 +37,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(leaders.router)
     app.include_router(cleaner.router)
     app.include_router(groups.router)
+    app.include_router(quotas.router)
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:

@@ -1,0 +1,80 @@
+"""The broker's side of client quotas, pure (time passed in, seconds of a monotonic clock).
+
+``QuotaAccounting`` counts usage per ``(quota type, user, client-id)`` until
+the next report drains it, and holds the latest decisions from the quota
+service. A decision throttles a pair until ``received + throttle_time_ms``;
+besides, once the pair has used the credit the decision gave it, it is held
+for one report interval (the next decision says how long really). The whole
+table is ignored once no decision arrived for ``expiry_s`` (two quota
+windows): the broker fails open when the quota service is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+Pair = tuple[int, str, str]
+
+
+class _Entry:
+    __slots__ = ("until", "credit", "used")
+
+    def __init__(self, until: float, credit: float) -> None:
+        self.until = until
+        self.credit = credit
+        self.used = 0.0
+
+
+class QuotaAccounting:
+    def __init__(self, report_interval_s: float = 0.1, expiry_s: float = 2.0) -> None:
+        self.report_interval_s = report_interval_s
+        self.expiry_s = expiry_s
+        self._usage: dict[Pair, float] = {}
+        self._table: dict[Pair, _Entry] = {}
+        self.decided_at = float("-inf")
+
+    def record(self, qtype: int, user: str, client_id: str, amount: float) -> None:
+        """Count ``amount`` against the pair (hot path: two dict lookups)."""
+        key = (qtype, user, client_id)
+        self._usage[key] = self._usage.get(key, 0.0) + amount
+        if self._table:
+            entry = self._table.get(key)
+            if entry is not None:
+                entry.used += amount
+
+    def drain(self) -> dict[Pair, float]:
+        """The usage since the previous drain (for the next report)."""
+        usage, self._usage = self._usage, {}
+        return usage
+
+    def apply(self, decisions: Iterable[tuple[int, str, str, int, float]], now: float) -> None:
+        """Replace the table with a decision set ``(type, user, client, throttle_ms, credit)``."""
+        table = {}
+        for qtype, user, client_id, throttle_ms, credit in decisions:
+            table[(qtype, user, client_id)] = _Entry(now + throttle_ms / 1000.0, credit)
+        self._table = table
+        self.decided_at = now
+
+    @property
+    def has_decisions(self) -> bool:
+        return bool(self._table)
+
+    def stale(self, now: float) -> bool:
+        return now - self.decided_at > self.expiry_s
+
+    def throttle_s(self, qtypes: tuple[int, ...], user: str, client_id: str, now: float) -> float:
+        """How long the pair must wait now (0 when it may go on)."""
+        if not self._table or now - self.decided_at > self.expiry_s:
+            return 0.0
+        wait = 0.0
+        for qtype in qtypes:
+            entry = self._table.get((qtype, user, client_id))
+            if entry is None:
+                continue
+            left = entry.until - now
+            if entry.used > entry.credit:  # over the credit before the service could say so
+                left = max(left, self.decided_at + self.report_interval_s - now)
+                if left <= 0:  # the next decision is late: wait a little, then look again
+                    left = self.report_interval_s / 20
+            wait = max(wait, left)
+        return wait

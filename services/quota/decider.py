@@ -1,0 +1,143 @@
+"""The quota service's decisions: usage reports in, throttle decisions out. Pure: time is passed in (ms).
+
+Each report adds one broker's usage per ``(quota type, user, client-id)``.
+The usage is resolved to the quota that applies (Kafka's precedence, see
+``shared.quota.entities``) and recorded in a windowed rate per quota group:
+per broker by default (Kafka's semantics: each broker limits what it sees),
+or one rate summed over all brokers when the entry is ``cluster_wide``. The
+answer lists, for every pair the broker served recently that has a quota,
+Kafka's throttle time and the credit left before the rate passes the bound
+(split evenly over the brokers a cluster-wide group is seen on).
+
+Kafka decides per request; here a broker applies a decision until the next
+one, so a client idle for a while could take a whole window's worth
+(``T × W``) in one burst between two decisions, and the window would then
+swing between bursts and long throttles. So each group also has a token
+bucket at the quota (``Smoother``, holding ``credit_ms`` of it) and the credit
+is capped by what the bucket holds; an overshoot past it throttles for the
+time the bucket needs to refill (at most one quota window). The decision's
+throttle time is the larger of Kafka's and the bucket's: usage flows at the
+quota instead of in window-sized bursts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from shared.quota.entities import KEY_OF_TYPE, Match, QuotaEntity, QuotaType, resolve
+from shared.quota.rate import (
+    QUOTA_WINDOW_NUM,
+    QUOTA_WINDOW_SIZE_MS,
+    SampledRate,
+    Smoother,
+    credit,
+    throttle_time_ms,
+)
+
+Pair = tuple[QuotaType, str, str]  # quota type, user, client id
+CLUSTER = -1  # the scope of a cluster-wide rate
+
+
+@dataclass(frozen=True)
+class Decision:
+    quota_type: QuotaType
+    user: str
+    client_id: str
+    throttle_time_ms: int
+    credit: float
+    quota: float
+    rate: float
+
+
+class QuotaDecider:
+    def __init__(self, samples: int = QUOTA_WINDOW_NUM, window_ms: int = QUOTA_WINDOW_SIZE_MS,
+                 credit_ms: float = 200.0) -> None:
+        self.samples = samples
+        self.window_ms = window_ms
+        self.credit_ms = credit_ms
+        self._configs: dict[QuotaEntity, dict[str, float]] = {}
+        self._matches: dict[Pair, Match | None] = {}
+        self._rates: dict[tuple[QuotaType, tuple[str, str], int], SampledRate] = {}
+        self._buckets: dict[tuple[QuotaType, tuple[str, str], int], Smoother] = {}
+        self._seen: dict[int, dict[Pair, float]] = {}  # broker -> pair -> last report with usage (ms)
+        self._group_brokers: dict[tuple[QuotaType, tuple[str, str]], dict[int, float]] = {}
+        self._forgot_at = float("-inf")
+
+    @property
+    def forget_after_ms(self) -> float:
+        return self.samples * self.window_ms
+
+    def set_configs(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """Replace the quota entries (from etcd); rates of groups that still exist are kept."""
+        self._configs = {e: dict(v) for e, v in configs.items()}
+        self._matches.clear()
+
+    def match(self, pair: Pair) -> Match | None:
+        if pair not in self._matches:
+            self._matches[pair] = resolve(self._configs, pair[1], pair[2], KEY_OF_TYPE[pair[0]])
+        return self._matches[pair]
+
+    def _rate(self, pair: Pair, m: Match, broker: int) -> SampledRate:
+        key = (pair[0], m.group, CLUSTER if m.cluster_wide else broker)
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = self._rates[key] = SampledRate(self.samples, self.window_ms)
+        return rate
+
+    def _bucket(self, pair: Pair, m: Match, broker: int, now_ms: float) -> Smoother:
+        key = (pair[0], m.group, CLUSTER if m.cluster_wide else broker)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = Smoother(self.credit_ms, self.samples * self.window_ms, now_ms)
+        return bucket
+
+    def report(self, broker: int, now_ms: float, usage: Iterable[tuple[QuotaType, str, str, float]]) -> list[Decision]:
+        """Record one broker's usage; return the decisions for every pair it recently served."""
+        seen = self._seen.setdefault(broker, {})
+        for qtype, user, client_id, amount in usage:
+            pair = (QuotaType(qtype), user, client_id)
+            seen[pair] = now_ms
+            m = self.match(pair)
+            if m is None or amount <= 0:
+                continue
+            self._rate(pair, m, broker).record(amount, now_ms)
+            self._bucket(pair, m, broker, now_ms).update(m.value, now_ms, amount)
+            self._group_brokers.setdefault((pair[0], m.group), {})[broker] = now_ms
+        self._forget(now_ms)
+        return [d for pair in seen if (d := self._decide(pair, broker, now_ms)) is not None]
+
+    def _decide(self, pair: Pair, broker: int, now_ms: float) -> Decision | None:
+        m = self.match(pair)
+        if m is None:
+            return None
+        rate = self._rate(pair, m, broker)
+        window = rate.window_size_ms(now_ms)
+        total = rate.total(now_ms)
+        measured = total / (window / 1000.0)
+        bucket = self._bucket(pair, m, broker, now_ms)
+        bucket.update(m.value, now_ms)
+        left = min(credit(total, m.value, window), max(0.0, bucket.level))
+        if m.cluster_wide:
+            left /= max(1, len(self._group_brokers.get((pair[0], m.group), {})))
+        throttle = max(throttle_time_ms(measured, m.value, window), bucket.wait_ms(m.value))
+        if pair[0] == QuotaType.REQUEST:  # as Kafka bounds request-quota throttles: one sample window
+            throttle = min(throttle, self.window_ms)
+        return Decision(pair[0], pair[1], pair[2], throttle, left, m.value, measured)
+
+    def _forget(self, now_ms: float) -> None:
+        """Drop pairs, brokers and rates with no usage for a whole window (``samples × window``);
+        looked at once per sample window, not on every report."""
+        if now_ms - self._forgot_at < self.window_ms:
+            return
+        self._forgot_at = now_ms
+        horizon = now_ms - self.forget_after_ms
+        for seen in self._seen.values():
+            for pair in [p for p, t in seen.items() if t < horizon]:
+                del seen[pair]
+        for brokers in self._group_brokers.values():
+            for b in [b for b, t in brokers.items() if t < horizon]:
+                del brokers[b]
+        for key in [k for k, r in self._rates.items() if r.idle(now_ms)]:
+            del self._rates[key]
+            self._buckets.pop(key, None)
