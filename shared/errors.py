@@ -61,6 +61,7 @@ class ErrorCode(IntEnum):
     NEW_LEADER_ELECTED = 108
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELECTION_NOT_NEEDED = 84
+    STALE_BROKER_EPOCH = 77
 
 
 #: Codes a client may retry after refreshing metadata or backing off.
@@ -145,6 +146,12 @@ class FencedLeaderEpochError(TidelogError):
 
 class StorageError(TidelogError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class StaleBrokerEpochError(TidelogError):
+    """An internal request from a broker id / incarnation that is not the live registration."""
+
+    code = ErrorCode.STALE_BROKER_EPOCH
 
 
 def error_for(code: int, message: str = "") -> TidelogError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from services.broker import request_limits
 from services.broker.log import PartitionLog
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
@@ -79,11 +80,21 @@ class FetchParams:
     max_bytes: int = 50 * 1024 * 1024
     specs: list[FetchSpec] = field(default_factory=list)
 
+    def bounded(self) -> FetchParams:
+        """The same request with every size and wait inside the broker's limits (``request_limits``)."""
+        max_bytes = request_limits.fetch_max_bytes(self.max_bytes)
+        specs = [FetchSpec(s.tp, s.offset, request_limits.partition_max_bytes(s.max_bytes, max_bytes), s.leader_epoch)
+                 for s in self.specs]
+        return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
+                           request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs)
+
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms, *,
-                 replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500) -> None:
+                 replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500,
+                 incarnation: str = "") -> None:
         self.broker_id = broker_id
+        self.incarnation = incarnation  # our broker epoch: internal requests to the controller carry it
         self.data_dir = data_dir
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -202,7 +213,7 @@ class ReplicaManager:
         part.pending_isr = new_isr
         try:
             resp = await stub.AlterPartition(pb.AlterPartitionRequest(
-                broker_id=self.broker_id, topic=part.tp.topic, partition=part.tp.partition,
+                broker_id=self.broker_id, incarnation=self.incarnation, topic=part.tp.topic, partition=part.tp.partition,
                 leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
             if resp.error_code == 0:
                 log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
@@ -294,7 +305,7 @@ class ReplicaManager:
                 log.exception("produce failed", extra={"tp": str(tp)})
                 results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         if waits:
-            timeout = max(timeout_ms, 0) / 1000
+            timeout = request_limits.produce_timeout_ms(timeout_ms) / 1000
             done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
             for (tp, part, _, _), ok in zip(waits, done):
                 if not ok:
@@ -332,7 +343,8 @@ class ReplicaManager:
         return out, total, error
 
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
-        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+        params = params.bounded()
+        deadline = time.monotonic() + params.max_wait_ms / 1000
         while True:
             results, total, error = self._read_once(params)
             remaining = deadline - time.monotonic()

@@ -18,6 +18,7 @@ from typing import Any
 from services.controller.election import ConflictError, ControllerElection, FencedError
 from services.controller.partitions import (
     alter_partition,
+    check_broker_epoch,
     on_brokers_changed,
     on_controlled_shutdown,
     preferred_elections,
@@ -155,9 +156,15 @@ class PartitionController:
 
     # -- requests ------------------------------------------------------------------------------------
 
-    async def alter_partition(self, broker: int, tp: TopicPartition, leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> PartitionState:
+    async def check_broker_epoch(self, broker: int, incarnation: str) -> None:
+        """STALE_BROKER_EPOCH unless ``broker`` is registered in etcd right now with ``incarnation``."""
+        got = await self.store.get(self.keys.broker(broker))
+        check_broker_epoch(got[0] if got else None, broker, incarnation)
+
+    async def alter_partition(self, broker: int, incarnation: str, tp: TopicPartition, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> PartitionState:
         async with self.lock:
+            await self.check_broker_epoch(broker, incarnation)
             got = await self.store.get(self.keys.partition(tp.topic, tp.partition))
             topic = await self.store.get(self.keys.topic(tp.topic))
             if got is None or topic is None:
@@ -171,8 +178,9 @@ class PartitionController:
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
             return new
 
-    async def controlled_shutdown(self, broker: int) -> int:
+    async def controlled_shutdown(self, broker: int, incarnation: str) -> int:
         async with self.lock:
+            await self.check_broker_epoch(broker, incarnation)
             topics, states, live = await self.load()
             changes, stuck = on_controlled_shutdown(topics, {tp: s for tp, (s, _) in states.items()}, broker,
                                                     live - {broker})
