@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pool
 
 log = logging.getLogger(__name__)
 MAX_REASON_CHARS = 200
@@ -45,19 +46,31 @@ def one_line(exc: BaseException) -> str:
     return out[:MAX_REASON_CHARS]
 
 
-def _guard_deserializer(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def request_type(method: str) -> str:
+    """``ProduceRequest`` for ``/tidelog.v1.Broker/Produce`` (from the protobuf descriptors), else "request"."""
+    service, _, name = method.strip("/").partition("/")
+    try:
+        return descriptor_pool.Default().FindServiceByName(service).FindMethodByName(name).input_type.name
+    except (KeyError, AttributeError):
+        return "request"
+
+
+def _guard_deserializer(deserialize: Callable[[bytes], Any], type_name: str) -> Callable[[bytes], Any]:
     def read(data: bytes) -> Any:
         try:
-            return deserialize(data)
+            request = deserialize(data)
         except Exception as exc:  # DecodeError, or anything a hand-written codec raises
-            return BadRequest(one_line(exc))
+            return BadRequest(f"malformed {type_name}: {one_line(exc)}")
+        if isinstance(request, Exception):  # a hand-written codec that hands its error to the method
+            return BadRequest(f"malformed {type_name}: {one_line(request)}")
+        return request
 
     return read
 
 
 async def _refuse(method: str, bad: BadRequest, context: grpc.aio.ServicerContext) -> None:
     log.warning("undecodable request refused", extra={"method": method, "reason": bad.reason})
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"undecodable request to {method}: {bad.reason}")
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.reason)
 
 
 async def _internal(method: str, context: grpc.aio.ServicerContext) -> None:
@@ -167,7 +180,7 @@ def guard_handler(method: str, handler: Any) -> Any:
         return None
     changes: dict[str, Any] = {}
     if handler.request_deserializer is not None:
-        changes["request_deserializer"] = _guard_deserializer(handler.request_deserializer)
+        changes["request_deserializer"] = _guard_deserializer(handler.request_deserializer, request_type(method))
     for kind, wrap in _WRAPPERS.items():
         behavior = getattr(handler, kind)
         if behavior is not None:

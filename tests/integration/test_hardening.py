@@ -1,0 +1,107 @@
+"""Hostile or buggy callers against a real cluster: garbage gRPC requests to every method of every
+service, and forged internal RPCs (ControlledShutdown, AlterPartition) to the active controller."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import grpc
+from grpc_health.v1 import health_pb2
+
+from shared.client import Admin
+from shared.errors import ErrorCode
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from tests.conftest import wait_for
+
+GARBAGE = b"\xff" * 11  # a field tag whose varint never ends: no protobuf message parses it
+SERVICES = [*pb.DESCRIPTOR.services_by_name.values(), *health_pb2.DESCRIPTOR.services_by_name.values()]
+#: The gRPC services each role serves (every role also serves health).
+SERVED = {"broker": {"tidelog.v1.Broker"}, "controller": {"tidelog.v1.Controller"}}
+
+
+def call_raw(channel: grpc.Channel, path: str, client_streaming: bool, server_streaming: bool) -> grpc.RpcError:
+    kinds = {(False, False): channel.unary_unary, (False, True): channel.unary_stream,
+             (True, False): channel.stream_unary, (True, True): channel.stream_stream}
+    call = kinds[(client_streaming, server_streaming)](path)
+    request = iter([GARBAGE]) if client_streaming else GARBAGE
+    try:
+        result = call(request, timeout=10)
+        if server_streaming:
+            list(result)
+    except grpc.RpcError as exc:
+        return exc
+    raise AssertionError(f"{path} accepted garbage")
+
+
+def test_garbage_to_every_method_of_every_service_is_invalid_argument_and_services_stay_up(cluster) -> None:
+    procs = [p for p in cluster.lc.procs if p.role != "etcd" and p.address]
+    assert {p.role for p in procs} >= {"broker", "controller"}
+    seen = 0
+    for proc in procs:
+        served = SERVED.get(proc.role, set()) | {"grpc.health.v1.Health"}
+        with grpc.insecure_channel(proc.address) as channel:
+            for service in SERVICES:
+                for method in service.methods:
+                    path = f"/{service.full_name}/{method.name}"
+                    err = call_raw(channel, path, method.client_streaming, method.server_streaming)
+                    if service.full_name not in served:
+                        assert err.code() == grpc.StatusCode.UNIMPLEMENTED, (proc.role, path, err)
+                        continue
+                    seen += 1
+                    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (proc.role, path, err.details())
+                    details = err.details()
+                    assert details.startswith(f"malformed {method.input_type.name}: "), details
+                    assert "\n" not in details and "/" not in details.split(":", 1)[1], details
+            health = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                         response_deserializer=health_pb2.HealthCheckResponse.FromString)
+            assert health(b"", timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    assert seen >= len(pb.DESCRIPTOR.services_by_name["Broker"].methods)
+    # One WARNING line per refused call, never a traceback.
+    for proc in procs:
+        records = [json.loads(line) for line in open(proc.log_path) if line.startswith("{")]
+        refused = [r for r in records if r["msg"] == "undecodable request refused"]
+        assert refused and all(r["level"] == "WARNING" and "exc" not in r for r in refused), proc.role
+        assert not [r for r in records if r["level"] == "ERROR"], proc.role
+
+
+def _controller_stub(cluster) -> pb_grpc.ControllerStub:
+    address = cluster.cluster_view()["controller"]["address"]
+    return pb_grpc.ControllerStub(grpc.insecure_channel(address))
+
+
+def test_forged_controlled_shutdown_and_alter_partition_are_refused(cluster) -> None:
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    admin = Admin(bootstrap)
+    topic = f"fenced-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(topic, partitions=1, replication_factor=3)
+    wait_for(lambda: len(admin.describe_topic(topic)["partitions"][0]["isr"]) == 3, 20, what="full ISR")
+    before = admin.describe_topic(topic)["partitions"][0]
+    leader = before["leader"]
+    follower = next(b for b in before["replicas"] if b != leader)
+    incarnation = {b["id"]: b["incarnation"] for b in cluster.cluster_view()["brokers"]}
+    stub = _controller_stub(cluster)
+
+    def shutdown(broker: int, inc: str) -> int:
+        return stub.ControlledShutdown(pb.ControlledShutdownRequest(broker_id=broker, incarnation=inc), timeout=10).error_code
+
+    assert shutdown(leader, "bogus") == ErrorCode.STALE_BROKER_EPOCH
+    assert shutdown(99, "") == ErrorCode.STALE_BROKER_EPOCH
+    assert shutdown(99, incarnation[leader]) == ErrorCode.STALE_BROKER_EPOCH
+
+    def alter(broker: int, inc: str, leader_epoch: int, partition_epoch: int) -> int:
+        return stub.AlterPartition(pb.AlterPartitionRequest(
+            broker_id=broker, incarnation=inc, topic=topic, partition=0, leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch, new_isr=[broker]), timeout=10).error_code
+
+    le, pe = before["leader_epoch"], before["partition_epoch"]
+    assert alter(leader, "bogus", le, pe) == ErrorCode.STALE_BROKER_EPOCH
+    assert alter(leader, "", le, pe) == ErrorCode.STALE_BROKER_EPOCH
+    assert alter(follower, incarnation[follower], le, pe) == ErrorCode.FENCED_LEADER_EPOCH
+    assert alter(leader, incarnation[leader], le + 1, pe) == ErrorCode.FENCED_LEADER_EPOCH
+    assert alter(leader, incarnation[leader], le, pe - 1) == ErrorCode.INVALID_UPDATE_VERSION
+    after = admin.describe_topic(topic)["partitions"][0]
+    assert (after["leader"], after["isr"], after["partition_epoch"]) == (leader, before["isr"], pe)
+    admin.delete_topic(topic)
+    admin.close()
