@@ -14,7 +14,7 @@ from typing import Any
 
 from services.controller.assignment import InvalidPartitionsError, assign_replicas
 from services.controller.election import ControllerElection
-from shared.config import TOPIC_CONFIGS, effective_configs, validate_topic_configs
+from shared.config import TOPIC_CONFIGS, check_min_insync_replicas, effective_configs, validate_topic_configs
 from shared.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -92,6 +92,7 @@ class TopicManager:
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
         parsed = validate_topic_configs(configs)
+        check_min_insync_replicas(parsed, replication_factor)
         existing = await self.topic_names()
         if name in existing:
             raise TopicExistsError(f"topic {name!r} already exists")
@@ -124,6 +125,7 @@ class TopicManager:
                 raise InvalidConfigError(f"unknown topic config {k!r}")
         configs = {k: v for k, v in topic.configs.items() if changes.get(k, "keep") is not None}
         configs.update({k: str(v).lower() if isinstance(v, bool) else v for k, v in parsed.items()})
+        check_min_insync_replicas(validate_topic_configs(configs), len(topic.assignment[0]))
         new = TopicRecord(topic.name, topic.topic_id, topic.assignment, configs)
         await self._write(
             [self.store.op_put(self.keys.topic(name), new.to_json())],

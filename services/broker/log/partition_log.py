@@ -289,6 +289,7 @@ class PartitionLog:
             seg.size + size > self.config.segment_bytes
             or now - seg.created_ms >= self.config.segment_ms
             or last_offset - seg.base_offset > _MAX_RELATIVE_OFFSET
+            or seg.indexes_full(self.config.segment_index_bytes)
         ):
             seg = self.roll(first_offset)
         elif seg.size == 0 and seg.base_offset != first_offset:

@@ -46,6 +46,11 @@ class LogSegment:
         self.max_timestamp = -1
         self._bytes_since_index = 0
 
+    def indexes_full(self, max_index_bytes: int) -> bool:
+        """True once either index holds ``segment.index.bytes`` worth of entries (Kafka rolls then:
+        8-byte offset entries, 12-byte time entries)."""
+        return len(self.offset_index) >= max_index_bytes // 8 or len(self.time_index) >= max_index_bytes // 12
+
     # -- writing -----------------------------------------------------------
 
     def append(
