@@ -55,6 +55,8 @@ class Partition:
         self.min_insync_replicas = 1
         self.followers: dict[int, FollowerState] = {}
         self.high_watermark = min(self._read_hw(), log.log_end_offset)
+        # What the HW file holds (a missing file reads as 0); an unchanged HW is not written again.
+        self._checkpointed_hw = self.high_watermark
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
@@ -288,10 +290,16 @@ class Partition:
             return 0
 
     def checkpoint_hw(self) -> None:
+        """Write the HW file if the HW moved since the last write (thousands of idle partitions must
+        not cost thousands of file writes every housekeeping round)."""
+        hw = self.high_watermark
+        if hw == self._checkpointed_hw:
+            return
         path = os.path.join(self.log.directory, HW_FILE)
         with open(path + ".tmp", "w") as f:
-            f.write(f"{self.high_watermark}\n")
+            f.write(f"{hw}\n")
         os.replace(path + ".tmp", path)
+        self._checkpointed_hw = hw
 
     def close(self) -> None:
         self.fail_waiters()

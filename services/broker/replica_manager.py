@@ -37,6 +37,8 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 TOPIC_ID_FILE = "partition.metadata"
+#: Partitions opened between two yields to the event loop (each open is a few file operations).
+OPEN_BATCH = 20
 
 
 def wall_ms() -> int:
@@ -124,9 +126,19 @@ class ReplicaManager:
                 self._remove(tp, delete=True)
         log_configs = {name: LogConfig.from_topic_configs(view.topics[name].configs)
                        for name in {tp.topic for tp in wanted}}  # once per topic, not per partition
+        opened = 0
         for tp, (topic_id, replicas) in wanted.items():
             config = log_configs[tp.topic]
-            part = self.partitions.get(tp) or self._open(tp, topic_id, config)
+            part = self.partitions.get(tp)
+            if part is None:
+                try:
+                    part = self._open(tp, topic_id, config)
+                except OSError as exc:  # e.g. out of file descriptors: this partition stays offline here
+                    log.error("cannot open partition", extra={"tp": str(tp), "error": exc.strerror})
+                    continue
+                opened += 1
+                if opened % OPEN_BATCH == 0:
+                    await asyncio.sleep(0)  # opening thousands takes seconds: keep serving meanwhile
             part.log.config = config
             st = view.partitions.get(tp)
             if st is not None:

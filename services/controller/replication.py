@@ -27,6 +27,7 @@ from shared.config import effective_configs
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore
+from shared.metadata.txn_limits import chunked
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.netprobe import tcp_probe_async
 from shared.types import TopicPartition
@@ -108,12 +109,15 @@ class PartitionController:
                      revs: dict[TopicPartition, int], why: str) -> None:
         if not changes:
             return
-        ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in changes.items()]
-        compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp in changes]
-        await self.election.write(ops, compares, "partition state changed concurrently")
-        for tp, st in changes.items():
-            log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
-                                                       "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
+        # Each partition's change stands alone (guarded by its own revision), so a large change set is
+        # applied in chunks under etcd's per-transaction limits.
+        for chunk in chunked(list(changes.items())):
+            ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in chunk]
+            compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp, _ in chunk]
+            await self.election.write(ops, compares, "partition state changed concurrently")
+            for tp, st in chunk:
+                log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
+                                                           "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
 
     # -- triggers ------------------------------------------------------------------------------------
 

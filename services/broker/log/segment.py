@@ -91,7 +91,7 @@ class LogSegment:
     def dup_fds(self) -> list[int]:
         """Duplicates of the log and index descriptors, for an fsync from another thread that must
         not race with this segment being closed or deleted (the duplicates keep the files open)."""
-        return [os.dup(self._fd), os.dup(self.offset_index._fd), os.dup(self.time_index._fd)]
+        return [os.dup(self._fd), os.dup(self.offset_index.fd()), os.dup(self.time_index.fd())]
 
     # -- reading -----------------------------------------------------------
 
