@@ -37,8 +37,8 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 TOPIC_ID_FILE = "partition.metadata"
-#: Partitions opened between two yields to the event loop (each open is a few file operations).
-OPEN_BATCH = 20
+#: Partitions opened per worker-thread call (each open is a few file operations).
+OPEN_BATCH = 50
 
 
 def wall_ms() -> int:
@@ -126,19 +126,17 @@ class ReplicaManager:
                 self._remove(tp, delete=True)
         log_configs = {name: LogConfig.from_topic_configs(view.topics[name].configs)
                        for name in {tp.topic for tp in wanted}}  # once per topic, not per partition
-        opened = 0
-        for tp, (topic_id, replicas) in wanted.items():
+        missing = [(tp, topic_id, log_configs[tp.topic]) for tp, (topic_id, _) in wanted.items() if tp not in self.partitions]
+        for i in range(0, len(missing), OPEN_BATCH):
+            # Opening is file-system work (seconds for thousands of partitions): in a worker thread,
+            # so the event loop keeps serving requests and, above all, the etcd lease.
+            for tp, part in await asyncio.to_thread(self._open_many, missing[i:i + OPEN_BATCH]):
+                self.partitions[tp] = part
+        for tp, (_, replicas) in wanted.items():
             config = log_configs[tp.topic]
             part = self.partitions.get(tp)
             if part is None:
-                try:
-                    part = self._open(tp, topic_id, config)
-                except OSError as exc:  # e.g. out of file descriptors: this partition stays offline here
-                    log.error("cannot open partition", extra={"tp": str(tp), "error": exc.strerror})
-                    continue
-                opened += 1
-                if opened % OPEN_BATCH == 0:
-                    await asyncio.sleep(0)  # opening thousands takes seconds: keep serving meanwhile
+                continue  # could not be opened (logged): offline on this broker
             part.log.config = config
             st = view.partitions.get(tp)
             if st is not None:
@@ -242,6 +240,16 @@ class ReplicaManager:
             part.pending_isr = None
             part._maybe_advance_hw()
 
+    def _open_many(self, todo: list[tuple[TopicPartition, str, LogConfig]]) -> list[tuple[TopicPartition, Partition]]:
+        """Open partitions (blocking file work, run in a worker thread); failures are logged and skipped."""
+        out = []
+        for tp, topic_id, config in todo:
+            try:
+                out.append((tp, self._open(tp, topic_id, config)))
+            except OSError as exc:  # e.g. out of file descriptors: this partition stays offline here
+                log.error("cannot open partition", extra={"tp": str(tp), "error": exc.strerror})
+        return out
+
     def _open(self, tp: TopicPartition, topic_id: str, config: LogConfig) -> Partition:
         path = self._dir(tp)
         id_file = os.path.join(path, TOPIC_ID_FILE)
@@ -258,7 +266,6 @@ class ReplicaManager:
             f.write(topic_id)
         plog = PartitionLog(path, config, self.clock)
         part = Partition(tp, plog, self.broker_id, self.clock)
-        self.partitions[tp] = part
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part
