@@ -8,6 +8,7 @@ import click
 
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
+from shared.cli.bench_partitions import bench_partitions
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
 from shared.cli.produce_consume import consume, produce
@@ -59,6 +60,7 @@ cli.add_command(consume)
 bench.add_command(bench_produce)
 bench.add_command(bench_consume)
 bench.add_command(bench_failover)
+bench.add_command(bench_partitions)
 
 
 @bench.command("spark", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},

@@ -140,6 +140,14 @@ class MetadataStore:
         )
         return bool(ok)
 
+    async def delete_if_created(self, key: bytes, create_revision: int) -> bool:
+        """Delete ``key`` only if it is still the one created at ``create_revision``."""
+        t = self.client.transactions
+        ok, _ = await self.client.transaction(
+            compare=[t.create(key) == create_revision], success=[t.delete(key)], failure=[]
+        )
+        return bool(ok)
+
     def cmp_absent(self, key: bytes) -> Any:
         return self.client.transactions.create(key) == 0
 
