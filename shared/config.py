@@ -26,7 +26,10 @@ class ConfigDef:
 
 
 def _int(s: str) -> int:
-    return int(str(s).strip())
+    v = int(str(s).strip())
+    if not -(2**63) <= v <= LONG_MAX:
+        raise ValueError("out of the int64 range")
+    return v
 
 
 def _float(s: str) -> float:

@@ -20,6 +20,7 @@ import grpc
 
 from services.broker import request_limits
 from services.broker.log import PartitionLog
+from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
@@ -390,6 +391,14 @@ class ReplicaManager:
             return part.log.log_start_offset, -1, part.leader_epoch
         if timestamp == -1:
             return (part.high_watermark if for_consumer else part.log_end_offset), -1, part.leader_epoch
+        if timestamp == MAX_TIMESTAMP:
+            found = offset_of_max_timestamp(part.log)
+            if found is None or (for_consumer and found[0] >= part.high_watermark):
+                return -1, -1, part.leader_epoch
+            return found[0], found[1], part.leader_epoch
+        if timestamp < 0:
+            raise TidelogError(f"timestamp {timestamp}: use -1 (latest), -2 (earliest), -3 (max timestamp) "
+                               "or a time in ms", code=ErrorCode.INVALID_REQUEST)
         found = part.offset_for_timestamp(timestamp, for_consumer)
         if found is None:
             return -1, -1, part.leader_epoch

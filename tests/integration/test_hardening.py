@@ -105,3 +105,32 @@ def test_forged_controlled_shutdown_and_alter_partition_are_refused(cluster) -> 
     assert (after["leader"], after["isr"], after["partition_epoch"]) == (leader, before["isr"], pe)
     admin.delete_topic(topic)
     admin.close()
+
+
+def test_list_offsets_max_timestamp_and_other_negative_timestamps_refused(cluster) -> None:
+    from shared.records.batch import encode_batch
+
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    admin = Admin(bootstrap)
+    topic = f"maxts-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(topic, partitions=1)
+    leader = admin.describe_topic(topic)["partitions"][0]["leader"]
+    address = next(p.address for p in cluster.procs("broker") if p.id == str(leader))
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
+    records = encode_batch([(ts, b"k", b"v", None) for ts in (1_000, 9_000, 5_000)])
+    resp = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, topics=[pb.ProduceTopicData(
+        name=topic, partitions=[pb.ProducePartitionData(partition=0, records=records)])]), timeout=10)
+    assert resp.topics[0].partitions[0].error_code == 0
+
+    def list_offset(ts: int) -> pb.ListOffsetsPartitionResponse:
+        return stub.ListOffsets(pb.ListOffsetsRequest(replica_id=-1, topics=[pb.ListOffsetsTopic(
+            name=topic, partitions=[pb.ListOffsetsPartition(partition=0, timestamp=ts)])]), timeout=10).topics[0].partitions[0]
+
+    got = list_offset(-3)
+    assert (got.error_code, got.offset, got.timestamp) == (0, 1, 9_000)
+    assert (list_offset(-2).offset, list_offset(-1).offset) == (0, 3)
+    for bad in (-4, -5, -100):
+        got = list_offset(bad)
+        assert got.error_code == ErrorCode.INVALID_REQUEST and "-3" in got.error_message, got
+    admin.delete_topic(topic)
+    admin.close()

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from services.controller.rest import cluster, leaders, topics
+from services.controller.rest.errors import document_errors
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -28,6 +29,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(cluster.router)
     app.include_router(topics.router)
     app.include_router(leaders.router)
+    document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:

@@ -44,3 +44,10 @@ def test_segment_index_bytes_rolls_the_segment_when_an_index_is_full(tmp_path) -
     assert len(log.segments) == 3  # time index: 2 growing timestamps per segment
     assert all(len(s.time_index) <= 2 and len(s.offset_index) <= 3 for s in log.segments)
     log.close()
+
+
+def test_numeric_configs_are_int64_and_never_booleans_or_fractions() -> None:
+    assert validate_topic_configs({"retention.ms": "9223372036854775807"})["retention.ms"] == 2**63 - 1
+    for bad in ("9223372036854775808", True, "true", 1.5, "1e3", ""):
+        with pytest.raises(InvalidConfigError):
+            validate_topic_configs({"retention.ms": bad})
