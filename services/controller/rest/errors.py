@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
 
 #: Topic names as Kafka allows them: letters, digits, '.', '_', '-', at most 249 characters, not "." or "..".
 TOPIC_NAME_PATTERN = r"^([a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.\.[a-zA-Z0-9._-]+)$"
@@ -46,8 +48,19 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
 
 
+_HTTP_ERRORS = {400: "INVALID_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+
+
 def document_errors(app: FastAPI) -> None:
-    """Remove FastAPI's automatic 422 answers from the OpenAPI document (we answer 400)."""
+    """Errors the framework raises itself (unparsable body, unknown route, wrong method) answer with
+    ``ErrorBody`` too; FastAPI's automatic 422 answers leave the OpenAPI document (we answer 400)."""
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        body = ErrorBody(error=_HTTP_ERRORS.get(exc.status_code, "INVALID_REQUEST"), message=str(exc.detail))
+        return JSONResponse(status_code=exc.status_code, content=body.model_dump(exclude_none=True),
+                            headers=getattr(exc, "headers", None))
+
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
