@@ -223,8 +223,8 @@ class Partition:
 
     def isr_expansion_candidates(self, lag_time_max_ms: int) -> list[int]:
         """Followers outside the ISR that are fetching and have caught up to the high watermark (and this epoch)."""
-        if not self.is_leader:
-            return []
+        if not self.is_leader or all(r in self.isr for r in self.followers):
+            return []  # checked ~10 times a second for every partition: the common case costs nothing
         now = self.clock()
         epoch_start = self.log.epochs.end_offset_for(self.leader_epoch - 1, self.log_end_offset)[1]
         return [r for r, st in self.followers.items()
@@ -234,8 +234,8 @@ class Partition:
 
     def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
         """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
-        if not self.is_leader:
-            return []
+        if not self.is_leader or len(self.isr) == 1:
+            return []  # only the leader itself is in the ISR: nobody to drop
         now = self.clock()
         out = []
         for r in self.isr:

@@ -108,6 +108,7 @@ class ReplicaManager:
         self._stray_check_done = False
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self._replicated: list[Partition] = []  # hosted partitions with more than one replica
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -143,6 +144,8 @@ class ReplicaManager:
             if st is not None:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
                                   int(config.extra["min.insync.replicas"]))
+        # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
+        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1]
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
@@ -184,7 +187,7 @@ class ReplicaManager:
 
     def maintain_isr(self) -> None:
         """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller."""
-        for part in self.partitions.values():
+        for part in self._replicated:
             if not part.is_leader or part.isr_change_in_flight:
                 continue
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms)
@@ -426,6 +429,7 @@ class ReplicaManager:
         for fetcher in list(self.fetchers.values()):
             await fetcher.close()
         self.fetchers.clear()
+        self._replicated = []
         for task in list(self._isr_tasks):
             task.cancel()
         if self._controller_channel is not None:
