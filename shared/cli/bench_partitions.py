@@ -80,11 +80,16 @@ def _write_and_read_each(bootstrap: str, topic: str, partitions: int, expected_e
         f.get(120)
     producer.close()
     consumer = Consumer(bootstrap)
-    ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    pending = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + 120
+    while pending and time.monotonic() < deadline:  # a leader elected meanwhile may lag a moment
+        ends = consumer.end_offsets(pending)
+        pending = [tp for tp, end in ends.items() if end != expected_end]
+        if pending:
+            time.sleep(0.5)
     consumer.close()
-    short = [tp.partition for tp, end in ends.items() if end != expected_end]
-    if short:
-        raise click.ClickException(f"{len(short)} partitions do not show the record at their high watermark")
+    if pending:
+        raise click.ClickException(f"{len(pending)} partitions do not show the record at their high watermark")
 
 
 def _idle(lc: LocalCluster, seconds: float) -> dict[str, dict[str, float]]:

@@ -7,6 +7,7 @@ import json
 import uuid
 
 import grpc
+import httpx
 from grpc_health.v1 import health_pb2
 
 from shared.client import Admin
@@ -134,3 +135,38 @@ def test_list_offsets_max_timestamp_and_other_negative_timestamps_refused(cluste
         assert got.error_code == ErrorCode.INVALID_REQUEST and "-3" in got.error_message, got
     admin.delete_topic(topic)
     admin.close()
+
+
+def test_rest_integers_are_strict_and_elect_leaders_needs_an_explicit_scope(cluster) -> None:
+    rest = cluster.rest
+    topic = f"strict-{uuid.uuid4().hex[:8]}"
+    for bad in ("3", True, 3.0, 2**63):
+        r = httpx.post(f"{rest}/v1/topics", json={"name": topic, "partitions": bad}, timeout=10)
+        assert r.status_code == 400 and r.json()["error"] == "INVALID_REQUEST", (bad, r.text)
+    for bad in (2**63, -(2**63) - 1, True, 1.5):
+        r = httpx.post(f"{rest}/v1/topics", json={"name": topic, "configs": {"retention.ms": bad}}, timeout=10)
+        assert r.status_code == 400 and r.json()["error"] in ("INVALID_REQUEST", "INVALID_CONFIG"), (bad, r.text)
+    r = httpx.post(f"{rest}/v1/topics", json={"name": topic, "configs": {"min.insync.replicas": 2}}, timeout=10)
+    assert r.status_code == 400 and "min.insync.replicas=2" in r.json()["message"] and "factor 1" in r.json()["message"]
+    assert httpx.post(f"{rest}/v1/topics", json={"name": topic, "partitions": 2}, timeout=10).status_code == 201
+    r = httpx.patch(f"{rest}/v1/topics/{topic}/configs", json={"configs": {"min.insync.replicas": "3"}}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "INVALID_CONFIG", r.text
+
+    def elect(body: object) -> httpx.Response:
+        return httpx.post(f"{rest}/v1/elect-leaders", json=body, timeout=30)
+
+    for body in ({}, {"partitions": [0]}, {"topic": topic, "all_topic_partitions": True}, {"all_topic_partitions": 1}):
+        r = elect(body)
+        assert r.status_code == 400 and r.json()["message"], (body, r.text)
+    assert elect({"topic": "no-such-topic"}).status_code == 404
+    assert elect({"topic": topic, "partitions": [7]}).status_code == 404
+    for body in ({"topic": topic}, {"topic": topic, "partitions": [1]}, {"all_topic_partitions": True}):
+        r = elect(body)
+        assert r.status_code == 200 and isinstance(r.json()["elected"], list), (body, r.text)
+    doc = httpx.get(f"{rest}/openapi.json", timeout=10).json()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            assert "422" not in op["responses"], (method, path)
+            if method != "get" or "{name}" in path:
+                assert "400" in op["responses"], (method, path)
+    assert httpx.delete(f"{rest}/v1/topics/{topic}", timeout=30).status_code == 204
