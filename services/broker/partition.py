@@ -63,6 +63,7 @@ class Partition:
         self.producers = ProducerStateManager()
         self.producers.rebuild(log.iter_headers())
         self._changed = asyncio.Event()
+        self.on_change: Callable[[], None] | None = None  # the owner's "some partition changed" signal
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
 
@@ -272,6 +273,8 @@ class Partition:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     def fail_waiters(self) -> None:
         for _, _, fut in self._hw_waiters:

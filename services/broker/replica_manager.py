@@ -38,6 +38,8 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 TOPIC_ID_FILE = "partition.metadata"
+#: Fetches over more partitions than this wait on the broker-wide change signal.
+FETCH_WAIT_PER_PARTITION_MAX = 16
 #: Partitions opened per worker-thread call (each open is a few file operations).
 OPEN_BATCH = 50
 
@@ -109,6 +111,7 @@ class ReplicaManager:
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._replicated: list[Partition] = []  # hosted partitions with more than one replica
+        self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -133,6 +136,7 @@ class ReplicaManager:
             # Opening is file-system work (seconds for thousands of partitions): in a worker thread,
             # so the event loop keeps serving requests and, above all, the etcd lease.
             for tp, part in await asyncio.to_thread(self._open_many, missing[i:i + OPEN_BATCH]):
+                part.on_change = self._some_partition_changed
                 self.partitions[tp] = part
         for tp, (_, replicas) in wanted.items():
             config = log_configs[tp.topic]
@@ -365,6 +369,10 @@ class ReplicaManager:
                 out[spec.tp] = FetchPartitionResult(exc.code, str(exc), high_watermark=hw)
         return out, total, error
 
+    def _some_partition_changed(self) -> None:
+        self._any_changed.set()
+        self._any_changed = asyncio.Event()
+
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
         params = params.bounded()
         deadline = time.monotonic() + params.max_wait_ms / 1000
@@ -373,15 +381,29 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or error or remaining <= 0:
                 return results
-            events = [self.partitions[s.tp].changed for s in params.specs if s.tp in self.partitions]
-            if not events:
-                return results
-            waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
-            try:
-                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waiters:
-                    w.cancel()
+            if not await self._wait_for_change(params.specs, remaining):
+                return results  # nothing changed while waiting: the same answer, without reading again
+
+    async def _wait_for_change(self, specs: list[FetchSpec], timeout: float) -> bool:
+        """Wait until one of the partitions changes (True) or ``timeout`` passes (False).
+
+        A few partitions wait on their own events; a fetch over many (a follower's) waits on the
+        broker-wide signal instead of one task per partition every round, and re-reads on any change."""
+        if len(specs) > FETCH_WAIT_PER_PARTITION_MAX:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._any_changed.wait(), timeout)
+                return True
+            return False
+        events = [self.partitions[s.tp].changed for s in specs if s.tp in self.partitions]
+        if not events:
+            return False
+        waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        return bool(done)
 
     # -- list offsets --------------------------------------------------------------------------------------
 
