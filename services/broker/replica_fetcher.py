@@ -32,10 +32,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: How long a partition whose fetch or epoch lookup failed sits out (Kafka: replica.fetch.backoff.ms, 1 s);
+#: the others keep fetching. Without it, one partition in error made every round return at once:
+#: a hot loop of full fetches over every followed partition.
+PARTITION_BACKOFF_S = 0.5
+
+
 @dataclass
 class FollowState:
     leader_epoch: int
     truncated: bool = False
+    retry_at: float = 0.0  # loop time before which this partition is left out of requests
+
+    def back_off(self, now: float) -> None:
+        self.retry_at = now + PARTITION_BACKOFF_S
 
 
 class ReplicaFetcher:
@@ -125,7 +135,8 @@ class ReplicaFetcher:
         return part
 
     async def _truncate_pending(self) -> None:
-        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated}
+        now = asyncio.get_running_loop().time()
+        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated and st.retry_at <= now}
         if not pending:
             return
         topics: dict[str, list[pb.EpochPartition]] = {}
@@ -149,7 +160,8 @@ class ReplicaFetcher:
                 if part is None or st is None:
                     continue
                 if p.error_code:
-                    continue  # not ready (leader still loading, stale epoch): retry on the next round
+                    st.back_off(now)  # not ready (leader still loading, stale epoch): retry a little later
+                    continue
                 self._truncate(part, p.leader_epoch, p.end_offset)
                 st.truncated = True
 
@@ -171,9 +183,10 @@ class ReplicaFetcher:
         """The next fetch request; the previous one again when no position changed (an idle follower of
         thousands of partitions then skips building thousands of messages twice a second)."""
         wanted = []
+        now = asyncio.get_running_loop().time()
         for tp, st in self.partitions.items():
             part = self._partition(tp)
-            if part is not None and st.truncated:
+            if part is not None and st.truncated and st.retry_at <= now:
                 wanted.append((tp, part.log_end_offset, part.log.log_start_offset, st.leader_epoch))
         if not wanted:
             return None, {}
@@ -235,6 +248,7 @@ class ReplicaFetcher:
             if p.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 ErrorCode.UNKNOWN_LEADER_EPOCH):
                 st.truncated = False  # wait for metadata; re-check divergence against the new leader
+            st.back_off(asyncio.get_running_loop().time())
             return
         if p.records:
             try:
