@@ -92,6 +92,8 @@ _DEFS = [
     ConfigDef("max.message.bytes", 1_048_588, _int, "largest record batch size allowed", _nonneg, ">= 0"),
     ConfigDef("message.timestamp.type", "CreateTime", _ts_type, "CreateTime or LogAppendTime"),
     ConfigDef("min.cleanable.dirty.ratio", 0.5, _float, "dirty ratio above which a log is compacted", lambda v: 0 <= v <= 1, "between 0 and 1"),
+    ConfigDef("file.delete.delay.ms", 60_000, _int, "how long replaced (compacted) segment files stay as .deleted",
+              _nonneg, ">= 0"),
     ConfigDef("min.compaction.lag.ms", 0, _int, "minimum age of a record before compaction", _nonneg, ">= 0"),
     ConfigDef("min.insync.replicas", 1, _int, "ISR size needed for acks=all", _pos, ">= 1"),
     ConfigDef("retention.bytes", -1, _int, "size above which old segments are deleted (-1: none)", _ge_minus1, ">= -1"),
@@ -105,9 +107,7 @@ _DEFS = [
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
 #: Kafka topic configs Tidelog refuses rather than accept and ignore, with the reason given.
-UNSUPPORTED_CONFIGS: dict[str, str] = {
-    "file.delete.delay.ms": "Tidelog deletes a segment's files as soon as retention removes it",
-}
+UNSUPPORTED_CONFIGS: dict[str, str] = {}
 
 
 def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:

@@ -86,9 +86,6 @@ class FetchParams:
     specs: list[FetchSpec] = field(default_factory=list)
     read_time_s: float = 0.0  # set by fetch: time spent reading (request quotas count it)
 
-
-ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
-
     def bounded(self) -> FetchParams:
         """The same request with every size and wait inside the broker's limits (``request_limits``)."""
         max_bytes = request_limits.fetch_max_bytes(self.max_bytes)
@@ -96,6 +93,9 @@ ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its o
                  for s in self.specs]
         return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
                            request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs)
+
+
+ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
 
 
 class ReplicaManager:

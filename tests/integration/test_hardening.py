@@ -113,7 +113,7 @@ def test_forged_controlled_shutdown_and_alter_partition_are_refused(cluster) -> 
 
 
 def test_list_offsets_max_timestamp_and_other_negative_timestamps_refused(cluster) -> None:
-    from shared.records.batch import encode_batch
+    from shared.records import encode_batch
 
     bootstrap = ",".join(p.address for p in cluster.procs("broker"))
     admin = Admin(bootstrap)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.records.batch import iter_records
+from shared.records import iter_records
 
 if TYPE_CHECKING:
     from services.broker.log.partition_log import PartitionLog

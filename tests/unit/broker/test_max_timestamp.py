@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.broker.log import PartitionLog
 from services.broker.log.max_timestamp import offset_of_max_timestamp
 from shared.config import LogConfig
-from shared.records.batch import encode_batch
+from shared.records import encode_batch
 
 
 def batch(*timestamps: int) -> bytes:
