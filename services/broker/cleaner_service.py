@@ -21,10 +21,10 @@ from services.broker.log.compaction import LogChangedError, OfferedJob, apply_re
 from services.broker.log.replace import remove_expired_deletes
 from services.broker.partition import Partition
 from services.broker.replica_manager import ReplicaManager
-from services.cleaner.cleaning import CleanedSegment
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES
-from services.cleaner.selection import assess, choose_filthiest
-from services.cleaner.verify import CleanVerificationError, verify_result
+from shared.compaction.cleaning import CleanedSegment
+from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
+from shared.compaction.selection import assess, choose_filthiest
+from shared.compaction.verify import CleanVerificationError, verify_result
 from shared.errors import ErrorCode
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc

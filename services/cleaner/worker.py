@@ -4,7 +4,7 @@ Stateless: everything a job needs comes from the broker (the segments and the de
 made: range, time, delete retention, segment size, map size, producers' last batches). The
 lease is renewed every third of its length while the cleaning runs in a thread; when the
 broker says the lease is gone, the work is dropped. Only translation and I/O live here; the
-cleaning is ``services.cleaner.cleaning.clean``.
+cleaning is ``shared.compaction.cleaning.clean``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 
 import grpc
 
-from services.cleaner.cleaning import CleanJob, CleanResult, SegmentData, clean
 from services.cleaner.throttle import Throttler
+from shared.compaction.cleaning import CleanJob, CleanResult, SegmentData, clean
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 

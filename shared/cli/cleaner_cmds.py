@@ -56,7 +56,7 @@ def status(bootstrap: str | None, rest: str | None, data_dir: str, as_json: bool
 def bench_compact(log_mb: int, partitions: int, distinct_keys: int, value_size: int, workers: str,
                   as_json: bool) -> None:
     """MB/s of log cleaned by 1 and 2 worker processes (the cleaning core, without the network)."""
-    from services.cleaner.bench import run_compact_bench
+    from shared.compaction.bench import run_compact_bench
 
     try:
         counts = tuple(int(w) for w in workers.split(","))

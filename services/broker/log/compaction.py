@@ -1,6 +1,6 @@
 """The broker's side of compaction for one ``PartitionLog``: describe, offer, check, swap.
 
-* ``log_state``: the log as the pure selection rules see it (``services.cleaner.selection``);
+* ``log_state``: the log as the pure selection rules see it (``shared.compaction.selection``);
 * ``make_job``: the segments of a cleanable range as a ``CleanJob`` (read from the files);
 * ``apply_result``: refuse a result when the log changed under the job or when
   ``verify_result`` finds anything wrong; otherwise swap the cleaned segments in with
@@ -22,10 +22,10 @@ from services.broker.log.partition_log import PartitionLog, _read_checkpoint, _w
 from services.broker.log.replace import replace_segments
 from services.broker.log.segment import LogSegment
 from services.broker.log.segment_swap import StepHook, env_fault_hook
-from services.cleaner.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES
-from services.cleaner.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
-from services.cleaner.verify import CleanVerificationError, verify_result
+from shared.compaction.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
+from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
+from shared.compaction.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
+from shared.compaction.verify import CleanVerificationError, verify_result
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 

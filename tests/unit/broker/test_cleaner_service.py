@@ -12,10 +12,10 @@ import grpc
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.log import PartitionLog
 from services.broker.partition import Partition
-from services.cleaner.cleaning import CleanResult, clean
-from services.cleaner.codec import encode_retained, read_batches
 from services.cleaner.throttle import Throttler
 from services.cleaner.worker import job_from, read_segments, result_chunks, run_job
+from shared.compaction.cleaning import CleanResult, clean
+from shared.compaction.codec import encode_retained, read_batches
 from shared.config import LogConfig
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc

@@ -14,8 +14,8 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from services.cleaner.cleaning import CleanJob, SegmentData, clean
-from services.cleaner.offset_map import OffsetMap
+from shared.compaction.cleaning import CleanJob, SegmentData, clean
+from shared.compaction.offset_map import OffsetMap
 from shared.records.builder import encode_batch
 
 T0 = 1_700_000_000_000

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from services.cleaner.cleaning import CleanedSegment, CleanJob, RetainRule, build_offset_map, dirty_record_count
-from services.cleaner.codec import BatchHeader, Record, read_batches
-from services.cleaner.offset_map import OffsetMap, buffer_bytes_for
+from shared.compaction.cleaning import CleanedSegment, CleanJob, RetainRule, build_offset_map, dirty_record_count
+from shared.compaction.codec import BatchHeader, Record, read_batches
+from shared.compaction.offset_map import OffsetMap, buffer_bytes_for
 from shared.errors import CorruptRecordError
 
 _SAME_BATCH = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")

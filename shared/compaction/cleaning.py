@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from services.cleaner.codec import BatchHeader, Record, encode_empty, encode_retained, read_batches, read_headers
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
+from shared.compaction.codec import BatchHeader, Record, encode_empty, encode_retained, read_batches, read_headers
+from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
