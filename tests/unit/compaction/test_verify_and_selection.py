@@ -10,7 +10,7 @@ from shared.compaction.cleaning import CleanedSegment, clean
 from shared.compaction.codec import encode_retained, read_batches
 from shared.compaction.selection import LogState, SegmentInfo, assess, choose_filthiest
 from shared.compaction.verify import CleanVerificationError, verify_result
-from tests.unit.cleaner.test_cleaning import DAY, T0, job, seg
+from tests.unit.compaction.test_cleaning import DAY, T0, job, seg
 
 
 def sample():
