@@ -9,21 +9,29 @@ A job covers a log from its start to the first uncleanable offset (a segment bou
 2. ``group_segments``: the segments below ``map_end`` are grouped, consecutively, so that a
    group's total size stays within ``segment.bytes`` (small segments are merged).
 3. ``clean_group``: each group is recopied into one segment keeping a record when
-   ``RetainRule.keep`` says so. Offsets never change; a batch keeps its base offset,
-   lastOffsetDelta, producer fields and codec (``codec.encode_retained``); a batch whose
-   records all stay and that needs no new delete horizon is copied byte for byte; the last
-   batch of a producer is kept empty when all its records went (``codec.encode_empty``).
+   ``RetainRule.keep_mask`` says so. Offsets never change; a batch keeps its base offset,
+   lastOffsetDelta, producer fields and codec (``codec.encode_kept``, through the one
+   encoder); a batch whose records all stay and that needs no new delete horizon is copied
+   byte for byte; the last batch of a producer is kept empty when all its records went
+   (``codec.encode_empty``).
+
+Each segment is scanned once (``scan``: records as numpy columns, keys hashed once); the map
+and the retain decisions work on whole segments at a time, so no Python step is made per
+record except for the records a partly kept batch is rebuilt from.
 
 No gRPC, no files, no clocks: the job carries ``now_ms``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.compaction.codec import BatchHeader, Record, encode_empty, encode_retained, read_batches, read_headers
+import numpy as np
+
+from shared.compaction.codec import BatchHeader, encode_empty, encode_kept, read_headers
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
+from shared.compaction.scan import SegmentScan, scan_segment
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -82,50 +90,92 @@ class CleanResult:
     stats: CleanStats = field(default_factory=CleanStats)
 
 
+class Scans:
+    """Each segment of a job scanned once (``scan.scan_segment``) and kept for the recopy: the map
+    pass and the recopy pass share one decoding and one hashing of every record."""
+
+    def __init__(self) -> None:
+        self._done: dict[int, SegmentScan] = {}
+
+    def of(self, seg: SegmentData) -> SegmentScan:
+        got = self._done.get(seg.base_offset)
+        if got is None or got.data is not seg.data:
+            got = self._done[seg.base_offset] = scan_segment(seg.data)
+        return got
+
+
 @dataclass(frozen=True, slots=True)
 class RetainRule:
-    """Whether a record survives (Kafka's ``shouldRetainRecord``)."""
+    """Which records survive (Kafka's ``shouldRetainRecord``), for a whole segment at once."""
 
     offsets: OffsetMap
     map_end: int
     now_ms: int
 
-    def keep(self, header: BatchHeader, record: Record) -> bool:
-        if record.offset >= self.map_end:
-            return True  # past what the map covers: nothing known supersedes it
-        if record.key is None:
-            return False  # a compacted log cannot place a record without a key (Kafka drops it)
-        if self.offsets.get(record.key) > record.offset:
-            return False  # a later record has the same key
-        if record.value is None and header.has_delete_horizon:
-            return self.now_ms < header.base_timestamp  # tombstone past delete.retention.ms
-        return True
+    def keep_mask(self, sc: SegmentScan) -> np.ndarray:
+        """One flag per record of ``sc``: kept or not. Above ``map_end`` nothing is known to
+        supersede a record; below it a record goes when it has no key (a compacted log cannot place
+        it), when a later record has its key, or when it is a tombstone past its delete horizon.
+        Control batches are kept whole."""
+        keep = sc.offsets >= self.map_end
+        below = ~keep & ~sc.key_null
+        rows = np.flatnonzero(below)
+        latest = self.offsets.get_many(sc.hash_lo[rows], sc.hash_hi[rows])
+        live = np.zeros(len(sc), bool)
+        live[rows] = latest <= sc.offsets[rows]
+        heads = sc.headers
+        expired = np.array([h.has_delete_horizon and self.now_ms >= h.base_timestamp for h in heads], bool)
+        control = np.array([h.is_control for h in heads], bool)
+        counts = np.diff(sc.first)
+        live &= ~(sc.value_null & np.repeat(expired, counts))
+        return keep | live | np.repeat(control, counts)
 
 
-def iter_job_batches(segments: Iterable[SegmentData]) -> Iterable[tuple[BatchHeader, list[Record]]]:
-    for seg in segments:
-        for _, header, records in read_batches(seg.data):
-            yield header, records
+def _dirty_rows(sc: SegmentScan, first_dirty: int, end: int) -> tuple[list[int], np.ndarray]:
+    """The batches (indexes) the map pass reads from this segment, and the mask of their keyed records."""
+    heads = sc.headers
+    picked = [b for b, h in enumerate(heads) if h.base_offset < end and h.last_offset >= first_dirty]
+    counts = np.diff(sc.first)
+    use = np.zeros(len(heads), bool)
+    use[[b for b in picked if not heads[b].is_control]] = True
+    return picked, np.repeat(use, counts) & ~sc.key_null
 
 
-def build_offset_map(segments: Sequence[SegmentData], first_dirty: int, end: int, offsets: OffsetMap) -> int:
-    """Fill ``offsets`` from the dirty section; return ``map_end`` (first offset not covered)."""
+def build_offset_map(segments: Sequence[SegmentData], first_dirty: int, end: int, offsets: OffsetMap,
+                     scans: Scans | None = None) -> int:
+    """Fill ``offsets`` from the dirty section; return ``map_end`` (first offset not covered).
+
+    A segment whose records all fit goes into the map in one step; otherwise batch by batch,
+    stopping before the first batch that might not fit (Kafka's check, by record count)."""
+    scans = scans or Scans()
     map_end = first_dirty
-    for header, records in iter_job_batches(s for s in segments if s.base_offset < end):
-        if header.base_offset >= end:
+    for seg in segments:
+        if seg.base_offset >= end:
             break
-        if header.last_offset < first_dirty:
+        sc = scans.of(seg)
+        picked, rows = _dirty_rows(sc, first_dirty, end)
+        if not picked:
             continue
-        if not header.is_control:
-            if not offsets.room_for(len(records)):
-                if offsets.size == 0:
-                    raise OffsetMapTooSmallError(
-                        f"a batch of {len(records)} records at offset {header.base_offset} exceeds the offset map")
-                return map_end
-            for r in records:
-                if r.key is not None:
-                    offsets.put(r.key, r.offset)
-        map_end = header.next_offset
+        heads = sc.headers
+        data_batches = [b for b in picked if not heads[b].is_control]
+        needed = sum(heads[b].records_count for b in data_batches)
+        if offsets.room_for(needed):
+            idx = np.flatnonzero(rows)
+            offsets.put_many(sc.hash_lo[idx], sc.hash_hi[idx], sc.offsets[idx])
+            map_end = heads[picked[-1]].next_offset
+            continue
+        for b in picked:
+            h = heads[b]
+            if not h.is_control:
+                if not offsets.room_for(h.records_count):
+                    if offsets.size == 0:
+                        raise OffsetMapTooSmallError(
+                            f"a batch of {h.records_count} records at offset {h.base_offset} exceeds the offset map")
+                    return map_end
+                lo, hi = int(sc.first[b]), int(sc.first[b + 1])
+                idx = lo + np.flatnonzero(rows[lo:hi])
+                offsets.put_many(sc.hash_lo[idx], sc.hash_hi[idx], sc.offsets[idx])
+            map_end = h.next_offset
     return end
 
 
@@ -148,41 +198,58 @@ def group_segments(segments: Sequence[SegmentData], next_offsets: Sequence[int],
     return groups
 
 
-def clean_batch(header: BatchHeader, records: list[Record], raw: bytes | memoryview, rule: RetainRule,
-                delete_retention_ms: int, producer_last_offsets: Collection[int]) -> bytes | None:
-    """The batch as it is kept (bytes), or None when it goes entirely."""
-    if header.is_control:
-        return bytes(raw)  # transaction markers: no transactions yet, kept as they are
-    keep = rule.keep
-    kept = [r for r in records if keep(header, r)]
-    if not kept:
-        if header.producer_id >= 0 and header.last_offset in producer_last_offsets:
-            return encode_empty(header)
-        return None
-    tombstones = any(r.value is None for r in kept)
-    if header.has_delete_horizon:
-        horizon: int | None = header.base_timestamp
-    elif tombstones:
-        horizon = rule.now_ms + delete_retention_ms  # first cleaning of these tombstones
-    else:
-        horizon = None
-    if len(kept) == len(records) and horizon == (header.base_timestamp if header.has_delete_horizon else None):
-        return bytes(raw)
-    return encode_retained(header, kept, horizon)
+def _horizon(h: BatchHeader, tombstones_kept: int, now_ms: int, delete_retention_ms: int) -> int | None:
+    if h.has_delete_horizon:
+        return h.base_timestamp
+    if tombstones_kept:
+        return now_ms + delete_retention_ms  # first cleaning of these tombstones
+    return None
 
 
-def clean_group(group: Sequence[SegmentData], rule: RetainRule, job: CleanJob, stats: CleanStats) -> bytes:
+def clean_scan(sc: SegmentScan, keep: np.ndarray, job: CleanJob, out: bytearray) -> int:
+    """Append the kept part of every batch of ``sc`` to ``out``; return the records kept.
+
+    A batch that keeps all its records and needs no new delete horizon is copied byte for byte; a
+    batch that keeps some is rebuilt from the kept records' byte spans (``codec.encode_kept``); a
+    producer's last batch that keeps none stays empty (``codec.encode_empty``); control batches
+    stay as they are."""
+    ck = np.concatenate(([0], np.cumsum(keep)))
+    ct = np.concatenate(([0], np.cumsum(keep & sc.value_null)))
+    first = sc.first
+    kept_per = (ck[first[1:]] - ck[first[:-1]]).tolist()
+    tomb_per = (ct[first[1:]] - ct[first[:-1]]).tolist()
+    total = 0
+    for b, h in enumerate(sc.headers):
+        k = kept_per[b]
+        if h.is_control:
+            out += sc.raw(b)
+            total += k
+            continue
+        if not k:
+            if h.producer_id >= 0 and h.last_offset in job.producer_last_offsets:
+                out += encode_empty(h)
+            continue
+        total += k
+        horizon = _horizon(h, tomb_per[b], job.now_ms, job.delete_retention_ms)
+        if k == h.records_count and horizon == (h.base_timestamp if h.has_delete_horizon else None):
+            out += sc.raw(b)
+            continue
+        lo = int(first[b])
+        rows = lo + np.flatnonzero(keep[lo:int(first[b + 1])])
+        timestamps, keys, values, hdrs = sc.columns(rows)
+        out += encode_kept(h, sc.offsets[rows].tolist(), timestamps, keys, values, hdrs, horizon)
+    return total
+
+
+def clean_group(group: Sequence[SegmentData], rule: RetainRule, job: CleanJob, stats: CleanStats,
+                scans: Scans | None = None) -> bytes:
+    scans = scans or Scans()
     out = bytearray()
     for seg in group:
         stats.bytes_read += seg.size
-        view = memoryview(seg.data)
-        for pos, header, records in read_batches(seg.data):
-            stats.records_read += len(records)
-            kept = clean_batch(header, records, view[pos : pos + header.size], rule, job.delete_retention_ms,
-                               job.producer_last_offsets)
-            if kept is not None:
-                out += kept
-                stats.records_kept += BatchHeader.parse(kept).records_count
+        sc = scans.of(seg)
+        stats.records_read += len(sc)
+        stats.records_kept += clean_scan(sc, rule.keep_mask(sc), job, out)
     stats.bytes_written += len(out)
     return bytes(out)
 
@@ -209,15 +276,16 @@ def map_for(job: CleanJob, end: int) -> OffsetMap:
 
 
 def clean(job: CleanJob) -> CleanResult:
-    """Run a whole job: map, group, recopy."""
+    """Run a whole job: map, group, recopy (each segment decoded and its keys hashed once)."""
+    scans = Scans()
     offsets = map_for(job, job.end)
-    map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets)
+    map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets, scans)
     rule = RetainRule(offsets, map_end, job.now_ms)
     stats = CleanStats(map_entries=offsets.size, map_memory_bytes=offsets.memory_bytes)
     todo = cleaned_range(job, map_end)
     out = []
     for group in group_segments(todo, next_offsets_of(todo, map_end), job.segment_bytes):
         segs = [todo[i] for i in group]
-        data = clean_group(segs, rule, job, stats)
+        data = clean_group(segs, rule, job, stats, scans)
         out.append(CleanedSegment(segs[0].base_offset, tuple(s.base_offset for s in segs), data))
     return CleanResult(out, map_end, stats)

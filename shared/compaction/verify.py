@@ -13,16 +13,27 @@ result (``CleanVerificationError``, naming the first problem) unless:
 * no record that must stay is missing, and a batch emptied of records stays only as its
   producer's last batch.
 
-Pure: bytes in, an exception or None out. Uses the cleaning core's own retain rule.
+Pure: bytes in, an exception or None out. Uses the cleaning core's own scan and retain rule, so
+a batch copied byte for byte is checked without decoding a record, and a rebuilt one record by
+record against the original's kept records only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from shared.compaction.cleaning import CleanedSegment, CleanJob, RetainRule, build_offset_map, dirty_record_count
-from shared.compaction.codec import BatchHeader, Record, read_batches
+import numpy as np
+
+from shared.compaction.cleaning import (
+    CleanedSegment,
+    CleanJob,
+    RetainRule,
+    Scans,
+    build_offset_map,
+    dirty_record_count,
+)
 from shared.compaction.offset_map import OffsetMap, buffer_bytes_for
+from shared.compaction.scan import SegmentScan, scan_segment
 from shared.errors import CorruptRecordError
 
 _SAME_BATCH = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")
@@ -32,14 +43,9 @@ class CleanVerificationError(Exception):
     """A cleaning result the broker refuses."""
 
 
-def _key(r: Record, log_append_time: bool) -> tuple:
-    return (r.offset, None if log_append_time else r.timestamp, r.key, r.value, list(r.headers))
-
-
-def _cleaned_batches(data: bytes) -> Iterator[tuple[BatchHeader, list[Record]]]:
+def _scan_cleaned(data: bytes) -> SegmentScan:
     try:
-        for _, header, records in read_batches(data):
-            yield header, records
+        return scan_segment(data, whole=True)
     except CorruptRecordError as exc:
         raise CleanVerificationError(f"cleaned segment is corrupt: {exc}") from exc
 
@@ -56,63 +62,93 @@ def _check_layout(job: CleanJob, segments: Sequence[CleanedSegment], map_end: in
             raise CleanVerificationError(f"cleaned segment {s.base_offset} does not start its first old segment")
 
 
-def _check_batch(orig: BatchHeader, records: list[Record], got: BatchHeader, got_records: list[Record],
-                 rule: RetainRule, job: CleanJob) -> None:
-    where = f"batch at offset {orig.base_offset}"
+def _rows(sc: SegmentScan, b: int) -> np.ndarray:
+    return np.arange(int(sc.first[b]), int(sc.first[b + 1]))
+
+
+def _records(sc: SegmentScan, rows: np.ndarray, log_append_time: bool) -> list[tuple]:
+    out = []
+    for i in rows.tolist():
+        off, ts, key, value, hdrs = sc.record(i)
+        out.append((off, None if log_append_time else ts, key, value, hdrs))
+    return out
+
+
+def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob) -> None:
+    oh, gh = orig.headers[b], got.headers[g]
+    where = f"batch at offset {oh.base_offset}"
     for name in _SAME_BATCH:
-        if getattr(orig, name) != getattr(got, name):
-            raise CleanVerificationError(f"{where}: {name} changed from {getattr(orig, name)} to {getattr(got, name)}")
-    if got.records_count and got.compression != orig.compression:
+        if getattr(oh, name) != getattr(gh, name):
+            raise CleanVerificationError(f"{where}: {name} changed from {getattr(oh, name)} to {getattr(gh, name)}")
+    if gh.records_count and gh.compression != oh.compression:
         raise CleanVerificationError(f"{where}: compression changed")
-    if orig.is_control:
-        if got_records != records or got.attributes != orig.attributes:
+    rows = _rows(orig, b)
+    kept = rows[keep[rows]]
+    same_bytes = orig.raw(b) == got.raw(g)
+    if oh.is_control:
+        if not same_bytes:
             raise CleanVerificationError(f"{where}: a control batch changed")
         return
-    lat = orig.timestamp_type == 1
-    want = [_key(r, lat) for r in records if rule.keep(orig, r)]
-    have = [_key(r, lat) for r in got_records]
-    if have != want:
-        extra = [k[0] for k in have if k not in want]
-        missing = [k[0] for k in want if k not in have]
-        raise CleanVerificationError(
-            f"{where}: kept records differ from the originals (unexpected or changed at {extra[:5]}, "
-            f"missing {missing[:5]})")
-    if not want and not (orig.producer_id >= 0 and orig.last_offset in job.producer_last_offsets):
+    if same_bytes and len(kept) == len(rows):
+        pass  # copied byte for byte, and every record stays
+    else:
+        lat = oh.log_append_time is not None
+        want = _records(orig, kept, lat)
+        have = _records(got, _rows(got, g), lat)
+        if have != want:
+            extra = [k[0] for k in have if k not in want]
+            missing = [k[0] for k in want if k not in have]
+            raise CleanVerificationError(
+                f"{where}: kept records differ from the originals (unexpected or changed at {extra[:5]}, "
+                f"missing {missing[:5]})")
+    if not len(kept) and not (oh.producer_id >= 0 and oh.last_offset in job.producer_last_offsets):
         raise CleanVerificationError(f"{where}: an empty batch kept for no producer")
-    if any(r.value is None for r in got_records) and not got.has_delete_horizon:
+    if got.value_null[_rows(got, g)].any() and not gh.has_delete_horizon:
         raise CleanVerificationError(f"{where}: tombstones kept without a delete horizon")
+
+
+def _must_stay(sc: SegmentScan, b: int, keep: np.ndarray, job: CleanJob) -> None:
+    h = sc.headers[b]
+    if h.is_control or keep[_rows(sc, b)].any():
+        raise CleanVerificationError(f"batch at offset {h.base_offset} is missing from the result")
+    if h.producer_id >= 0 and h.last_offset in job.producer_last_offsets:
+        raise CleanVerificationError(f"producer {h.producer_id}'s last batch at {h.base_offset} was dropped")
+
+
+def _check_segment(cleaned: CleanedSegment, job: CleanJob, rule: RetainRule, scans: Scans) -> None:
+    got = _scan_cleaned(cleaned.data)
+    originals = {s.base_offset: s for s in job.segments}
+    g = 0
+    last_offset = -1
+    for base in cleaned.replaces:
+        orig = scans.of(originals[base])
+        keep = rule.keep_mask(orig)
+        for b, oh in enumerate(orig.headers):
+            if g < len(got.headers) and got.headers[g].base_offset == oh.base_offset:
+                _check_batch(orig, b, keep, got, g, job)
+                if got.headers[g].base_offset <= last_offset:
+                    raise CleanVerificationError(f"offsets go backwards at {got.headers[g].base_offset}")
+                last_offset = got.headers[g].last_offset
+                g += 1
+            else:
+                _must_stay(orig, b, keep, job)
+    if g < len(got.headers):
+        raise CleanVerificationError(
+            f"cleaned segment {cleaned.base_offset} holds a batch at {got.headers[g].base_offset} "
+            "that is not an original batch in its range, in order")
 
 
 def verify_result(job: CleanJob, segments: Sequence[CleanedSegment], map_end: int) -> None:
     """Raise ``CleanVerificationError`` unless ``segments`` is a correct cleaning of ``job``."""
     _check_layout(job, segments, map_end)
     offsets = OffsetMap(buffer_bytes_for(dirty_record_count(job.segments, job.first_dirty, map_end), 2**62))
+    scans = Scans()
     try:
-        covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets)
+        covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets, scans)
     except Exception as exc:
         raise CleanVerificationError(f"cannot rebuild the offset map up to {map_end}: {exc}") from exc
     if covered < map_end:
         raise CleanVerificationError(f"the offset map cannot cover the dirty section up to {map_end}")
     rule = RetainRule(offsets, map_end, job.now_ms)
-    originals = {s.base_offset: s for s in job.segments}
     for cleaned in segments:
-        got = _cleaned_batches(cleaned.data)
-        nxt = next(got, None)
-        last_offset = -1
-        for base in cleaned.replaces:
-            for _, orig, records in read_batches(originals[base].data):
-                if nxt is not None and nxt[0].base_offset == orig.base_offset:
-                    _check_batch(orig, records, nxt[0], nxt[1], rule, job)
-                    if nxt[0].base_offset <= last_offset:
-                        raise CleanVerificationError(f"offsets go backwards at {nxt[0].base_offset}")
-                    last_offset = nxt[0].last_offset
-                    nxt = next(got, None)
-                elif orig.is_control or any(rule.keep(orig, r) for r in records):
-                    raise CleanVerificationError(f"batch at offset {orig.base_offset} is missing from the result")
-                elif orig.producer_id >= 0 and orig.last_offset in job.producer_last_offsets:
-                    raise CleanVerificationError(f"producer {orig.producer_id}'s last batch at "
-                                                 f"{orig.base_offset} was dropped")
-        if nxt is not None:
-            raise CleanVerificationError(
-                f"cleaned segment {cleaned.base_offset} holds a batch at {nxt[0].base_offset} "
-                "that is not an original batch in its range, in order")
+        _check_segment(cleaned, job, rule, scans)

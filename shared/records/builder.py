@@ -239,9 +239,58 @@ class BatchBuilder:
             for ts, key, value, h in zip(timestamps, keys, values, hdrs, strict=True):
                 append(value, key, ts, h)
             return
+        if (headers is None or not any(headers)) and self.body is None:
+            self._extend_gapped(timestamps, keys, values, offset_deltas)
+            return
         at = self.append_with_offset
         for ts, key, value, h, d in zip(timestamps, keys, values, hdrs, offset_deltas, strict=True):
             at(d, value, key, ts, h)
+
+    def _extend_gapped(self, timestamps: Sequence[int], keys: Sequence[bytes | None],
+                       values: Sequence[bytes | None], offset_deltas: Sequence[int]) -> None:
+        """``extend_columns`` for records without headers at given offset deltas (the cleaner's rebuilt
+        batches): every varint from the table, as ``_extend_plain``; the deltas are checked first, so a
+        bad one changes nothing."""
+        assert isinstance(self.parts, list)
+        last = self.last_delta
+        for d in offset_deltas:
+            if d <= last:
+                raise ValueError(f"offset delta {d} is not above the previous one ({last})")
+            last = d
+        table = ZIGZAG
+        if self.count == 0 and self.delete_horizon_ms is None:
+            self.base_ts = timestamps[0]
+            self.max_ts = timestamps[0]
+        elif self.count == 0:
+            self.max_ts = timestamps[0]
+        base_ts = self.base_ts
+        max_ts = self.max_ts
+        extend = self.parts.extend
+        for ts, d, key, value in zip(timestamps, offset_deltas, keys, values, strict=True):
+            td = ts - base_ts
+            tdb = table[td] if 0 <= td < 65536 else encode_zigzag(td)
+            if ts > max_ts:
+                max_ts = ts
+            odb = table[d] if d < 65536 else encode_zigzag(d)
+            if key is None:
+                kb = MINUS_ONE
+                key = b""
+            else:
+                klen = len(key)
+                kb = table[klen] if klen < 65536 else encode_zigzag(klen)
+            if value is None:
+                vb = MINUS_ONE
+                value = b""
+            else:
+                vlen = len(value)
+                vb = table[vlen] if vlen < 65536 else encode_zigzag(vlen)
+            body_len = 2 + len(tdb) + len(odb) + len(kb) + len(key) + len(vb) + len(value)
+            extend((table[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb, kb, key,
+                    vb, value, _ZERO))
+        self.max_ts = max_ts
+        self.count += len(offset_deltas)
+        self.gapped = True
+        self._last_delta = last
 
     def _extend_plain(self, timestamps: Sequence[int], keys: Sequence[bytes | None],
                       values: Sequence[bytes | None]) -> None:
@@ -311,13 +360,14 @@ class BatchBuilder:
         """The batch as its 61-byte header and its (compressed) records section, for a caller that copies
         both into a larger buffer anyway. ``last_offset_delta`` may exceed the last record's (a compacted
         batch keeps its original last offset); an empty batch needs it. ``max_timestamp`` is the
-        timestamp of an empty batch."""
+        timestamp of an empty batch, or of a LogAppendTime batch (the broker's append time, which its
+        records' timestamps do not hold when a delete horizon is the base timestamp)."""
         body = self.close()
         last = self.last_delta if last_offset_delta is None else last_offset_delta
         if last < self.last_delta or last < 0:
             raise ValueError(f"lastOffsetDelta {last} is below the last record's offset delta ({self.last_delta})")
         base_ts, max_ts = self.base_ts, self.max_ts
-        if self.count == 0 and max_timestamp is not None:
+        if max_timestamp is not None and (self.count == 0 or self.timestamp_type == LOG_APPEND_TIME):
             max_ts = max_timestamp
             if self.delete_horizon_ms is None:
                 base_ts = max_timestamp
