@@ -90,18 +90,36 @@ class CleanResult:
     stats: CleanStats = field(default_factory=CleanStats)
 
 
+#: Scans kept between the map pass and the recopy (their joined records sections); past it, a
+#: segment is scanned again in the recopy (time for memory: a worker already holds the job's bytes).
+SCAN_CACHE_BYTES = 512 << 20
+
+
 class Scans:
     """Each segment of a job scanned once (``scan.scan_segment``) and kept for the recopy: the map
-    pass and the recopy pass share one decoding and one hashing of every record."""
+    pass and the recopy pass share one decoding and one hashing of every record, within
+    ``budget_bytes`` of kept scans."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget_bytes: int = SCAN_CACHE_BYTES) -> None:
         self._done: dict[int, SegmentScan] = {}
+        self._budget = budget_bytes
+        self._held = 0
 
     def of(self, seg: SegmentData) -> SegmentScan:
         got = self._done.get(seg.base_offset)
-        if got is None or got.data is not seg.data:
-            got = self._done[seg.base_offset] = scan_segment(seg.data)
+        if got is not None and got.data is seg.data:
+            return got
+        got = scan_segment(seg.data)
+        if self._held + len(got.buf) <= self._budget:
+            self._done[seg.base_offset] = got
+            self._held += len(got.buf)
         return got
+
+    def release(self, seg: SegmentData) -> None:
+        """Forget a segment's scan (its recopy is done)."""
+        got = self._done.pop(seg.base_offset, None)
+        if got is not None:
+            self._held -= len(got.buf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +268,7 @@ def clean_group(group: Sequence[SegmentData], rule: RetainRule, job: CleanJob, s
         sc = scans.of(seg)
         stats.records_read += len(sc)
         stats.records_kept += clean_scan(sc, rule.keep_mask(sc), job, out)
+        scans.release(seg)
     stats.bytes_written += len(out)
     return bytes(out)
 

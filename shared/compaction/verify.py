@@ -132,6 +132,7 @@ def _check_segment(cleaned: CleanedSegment, job: CleanJob, rule: RetainRule, sca
                 g += 1
             else:
                 _must_stay(orig, b, keep, job)
+        scans.release(originals[base])
     if g < len(got.headers):
         raise CleanVerificationError(
             f"cleaned segment {cleaned.base_offset} holds a batch at {got.headers[g].base_offset} "
