@@ -106,11 +106,17 @@ async def run_job(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, work
 
 async def _clean_and_send(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, worker: str,
                           state: dict[str, float], throttler: Throttler) -> tuple[bool, str]:
+    t0 = time.monotonic()
     segments = await read_segments(stub, resp.job_id, worker, throttler)
     state["progress"] = 0.3
+    t1 = time.monotonic()
     result = await asyncio.to_thread(clean, job_from(resp, segments))
     state["progress"] = 0.9
+    t2 = time.monotonic()
     answer = await stub.CompleteJob(result_chunks(resp.job_id, worker, result, throttler))
+    t3 = time.monotonic()
+    log.info("job timings", extra={"job": resp.job_id, "bytes": resp.total_bytes, "read_s": round(t1 - t0, 3),
+                                   "clean_s": round(t2 - t1, 3), "send_and_check_s": round(t3 - t2, 3)})
     return answer.error_code == 0, answer.message
 
 
