@@ -74,6 +74,33 @@ def _records(sc: SegmentScan, rows: np.ndarray, log_append_time: bool) -> list[t
     return out
 
 
+_SPANS = (("key_start", "key_end", "key_null"), ("value_start", "value_end", "value_null"))
+
+
+def _headers_of(sc: SegmentScan, rows: np.ndarray) -> list[list]:
+    hs = sc.record_headers
+    return [list(hs[i]) if hs is not None else [] for i in rows.tolist()]
+
+
+def _same_records(orig: SegmentScan, kept: np.ndarray, got: SegmentScan, have: np.ndarray, lat: bool) -> bool:
+    """Whether the records at ``have`` in ``got`` are those at ``kept`` in ``orig`` (offsets, timestamps
+    unless LogAppendTime, keys, values, headers), compared column by column without a record object."""
+    if len(kept) != len(have) or orig.offsets[kept].tolist() != got.offsets[have].tolist():
+        return False
+    if not lat and orig.timestamps[kept].tolist() != got.timestamps[have].tolist():
+        return False
+    ob, gb = orig.buf, got.buf
+    for start, end, null in _SPANS:
+        if getattr(orig, null)[kept].tolist() != getattr(got, null)[have].tolist():
+            return False
+        spans = (getattr(sc, name)[rows].tolist() for sc, rows in ((orig, kept), (got, have)) for name in (start, end))
+        if any(ob[a:b] != gb[c:d] for a, b, c, d in zip(*spans, strict=True)):
+            return False
+    if orig.record_headers is not None or got.record_headers is not None:
+        return _headers_of(orig, kept) == _headers_of(got, have)
+    return True
+
+
 def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob) -> None:
     oh, gh = orig.headers[b], got.headers[g]
     where = f"batch at offset {oh.base_offset}"
@@ -91,8 +118,7 @@ def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, 
         return
     if same_bytes and len(kept) == len(rows):
         pass  # copied byte for byte, and every record stays
-    else:
-        lat = oh.log_append_time is not None
+    elif not _same_records(orig, kept, got, _rows(got, g), lat := oh.log_append_time is not None):
         want = _records(orig, kept, lat)
         have = _records(got, _rows(got, g), lat)
         if have != want:
