@@ -119,7 +119,7 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
                     for j in range(1, size):
                         same &= arr[cand + j] == arr[pos + j]
                     m = int(k if same.all() else np.argmin(same))  # records in the run (the first always matches)
-                    run_cap = min(max(2 * m, 512), _MAX_RUN_CHECK)  # about the last run's length
+                    run_cap = min(max(2 * m, 1024), _MAX_RUN_CHECK)  # about the last run's length
                     if m >= _MIN_RUN:
                         if s_list:
                             starts.append(np.array(s_list, np.int64))
