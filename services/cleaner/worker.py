@@ -36,7 +36,7 @@ def job_from(resp: cpb.AcquireJobResponse, segments: Iterable[SegmentData]) -> C
     return CleanJob(tuple(segments), resp.first_dirty, resp.end, resp.now_ms,
                     delete_retention_ms=resp.delete_retention_ms, segment_bytes=resp.segment_bytes,
                     dedupe_buffer_bytes=resp.dedupe_buffer_bytes,
-                    producer_last_offsets=frozenset(resp.producer_last_offsets))
+                    producer_last_offsets=frozenset(resp.producer_last_offsets), hash_seed=resp.hash_seed)
 
 
 async def throttle(throttler: Throttler, n: int) -> None:

@@ -64,6 +64,7 @@ class CleanJob:
     segment_bytes: int = 1_073_741_824  # segment.bytes
     dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES  # log.cleaner.dedupe.buffer.size
     producer_last_offsets: frozenset[int] = frozenset()  # last offset of each producer's last batch
+    hash_seed: int = 0  # the offset map's key-hash seed (the broker draws one per job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,8 @@ class Scans:
     pass and the recopy pass share one decoding and one hashing of every record, within
     ``budget_bytes`` of kept scans."""
 
-    def __init__(self, budget_bytes: int = SCAN_CACHE_BYTES) -> None:
+    def __init__(self, seed: int = 0, budget_bytes: int = SCAN_CACHE_BYTES) -> None:
+        self.seed = seed
         self._done: dict[int, SegmentScan] = {}
         self._budget = budget_bytes
         self._held = 0
@@ -109,7 +111,7 @@ class Scans:
         got = self._done.get(seg.base_offset)
         if got is not None and got.data is seg.data:
             return got
-        got = scan_segment(seg.data)
+        got = scan_segment(seg.data, seed=self.seed)
         if self._held + len(got.buf) <= self._budget:
             self._done[seg.base_offset] = got
             self._held += len(got.buf)
@@ -296,7 +298,7 @@ def map_for(job: CleanJob, end: int) -> OffsetMap:
 
 def clean(job: CleanJob) -> CleanResult:
     """Run a whole job: map, group, recopy (each segment decoded and its keys hashed once)."""
-    scans = Scans()
+    scans = Scans(job.hash_seed)
     offsets = map_for(job, job.end)
     map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets, scans)
     rule = RetainRule(offsets, map_end, job.now_ms)

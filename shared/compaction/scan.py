@@ -47,19 +47,29 @@ def _fmix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> _U64(33))
 
 
-def hash_spans(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _seeds(seed: int) -> tuple[np.uint64, np.uint64]:
+    s = seed & 0xFFFFFFFFFFFFFFFF
+    mixed = (s * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    return _U64(int(_S1) ^ s), _U64(int(_S2) ^ mixed ^ (mixed >> 29))
+
+
+def hash_spans(arr: np.ndarray, start: np.ndarray, length: np.ndarray, seed: int = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The 128-bit hash ``(lo, hi)`` of each byte string ``arr[start:start+length]``.
 
     Each key is read as little-endian 64-bit words (the last one zero-padded) and folded into
-    two independent multiply-xorshift chains seeded with its length, then both are finalised
-    and mixed together. Defined per key, whatever the other keys: the same key always gets the
-    same hash, in any batch, segment or process.
+    two independent multiply-xorshift chains started from ``seed`` and its length, then both
+    are finalised and mixed together. Defined per key and seed, whatever the other keys: the
+    same key always gets the same hash, in any batch, segment or process. Not cryptographic:
+    colliding keys can be searched for when the seed is known, so the broker draws a secret
+    seed per job (two keys with one hash count as one key, as with Kafka's MD5).
     """
     n = len(start)
     length = length.astype(np.int64)
     lens = length.astype(_U64)
-    lo = np.full(n, _S1, _U64) ^ (lens * _P1)
-    hi = np.full(n, _S2, _U64) ^ (lens * _P2)
+    s1, s2 = _seeds(seed)
+    lo = np.full(n, s1, _U64) ^ (lens * _P1)
+    hi = np.full(n, s2, _U64) ^ (lens * _P2)
     words = (length + 7) // 8
     most = int(words.max()) if n else 0
     if most:
@@ -89,9 +99,9 @@ def hash_spans(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[
     return lo, hi
 
 
-def hash_key(key: bytes) -> tuple[int, int]:
+def hash_key(key: bytes, seed: int = 0) -> tuple[int, int]:
     """``hash_spans`` of one key."""
-    lo, hi = hash_spans(np.frombuffer(key, np.uint8), np.zeros(1, np.int64), np.array([len(key)], np.int64))
+    lo, hi = hash_spans(np.frombuffer(key, np.uint8), np.zeros(1, np.int64), np.array([len(key)], np.int64), seed)
     return int(lo[0]), int(hi[0])
 
 
@@ -213,9 +223,10 @@ def _batch_by_batch(buf: bytes, headers: list[BatchHeader], starts: np.ndarray, 
     return joined, (hdrs if any(hdrs) else None)
 
 
-def scan_segment(data: bytes | memoryview, *, whole: bool = False) -> SegmentScan:
-    """Scan every whole batch of ``data`` (CRCs checked). With ``whole``, bytes after the last whole
-    batch are an error (a cleaned segment must be nothing but batches). Raises ``CorruptRecordError``."""
+def scan_segment(data: bytes | memoryview, *, whole: bool = False, seed: int = 0) -> SegmentScan:
+    """Scan every whole batch of ``data`` (CRCs checked), keys hashed with ``seed``. With ``whole``, bytes
+    after the last whole batch are an error (a cleaned segment must be nothing but batches). Raises
+    ``CorruptRecordError``."""
     batches = list(iter_batches(data, validate=True))
     used = batches[-1][0] + batches[-1][1].size if batches else 0
     if whole and used != len(data):
@@ -235,7 +246,7 @@ def scan_segment(data: bytes | memoryview, *, whole: bool = False) -> SegmentSca
         cols, record_headers = _batch_by_batch(buf, headers, starts, ends)
     offsets, stamps, ks, ke, kn, vs, ve, vn = cols
     arr = np.frombuffer(buf, np.uint8)
-    lo, hi = hash_spans(arr, ks, np.where(kn, 0, ke - ks))
+    lo, hi = hash_spans(arr, ks, np.where(kn, 0, ke - ks), seed)
     return SegmentScan(data, headers, [p for p, _ in batches], np.concatenate(([0], np.cumsum(counts))), buf,
                        offsets.astype(np.int64), stamps.astype(np.int64), ks, ke, kn.astype(bool), vs, ve,
                        vn.astype(bool), record_headers, lo, hi)

@@ -169,7 +169,7 @@ def verify_result(job: CleanJob, segments: Sequence[CleanedSegment], map_end: in
     """Raise ``CleanVerificationError`` unless ``segments`` is a correct cleaning of ``job``."""
     _check_layout(job, segments, map_end)
     offsets = OffsetMap(buffer_bytes_for(dirty_record_count(job.segments, job.first_dirty, map_end), 2**62))
-    scans = Scans()
+    scans = Scans(job.hash_seed)
     try:
         covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets, scans)
     except Exception as exc:

@@ -48,6 +48,7 @@ class OfferedJob:
     segment_bytes: int
     dedupe_buffer_bytes: int
     producer_last_offsets: frozenset[int]
+    hash_seed: int = 0  # the offset map's key-hash seed, drawn per job and never shown to producers
 
     @property
     def total_bytes(self) -> int:
@@ -77,7 +78,7 @@ class OfferedJob:
         if any(d.size != n for d, n in zip(data, self.sizes, strict=True)):
             raise LogChangedError("a segment of the job shrank")
         return CleanJob(data, self.first_dirty, self.end, self.now_ms, self.delete_retention_ms, self.segment_bytes,
-                        self.dedupe_buffer_bytes, self.producer_last_offsets)
+                        self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed)
 
 
 def read_cleaner_checkpoint(plog: PartitionLog) -> int | None:
@@ -112,7 +113,7 @@ def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
 
 
 def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_offsets: Collection[int] = (),
-             dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> OfferedJob:
+             dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, hash_seed: int = 0) -> OfferedJob:
     segs = tuple(s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable)
     return OfferedJob(
         segs, tuple(s.size for s in segs), c.first_dirty, c.first_uncleanable, now_ms,
@@ -120,6 +121,7 @@ def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_off
         segment_bytes=plog.config.segment_bytes,
         dedupe_buffer_bytes=dedupe_buffer_bytes,
         producer_last_offsets=frozenset(producer_last_offsets),
+        hash_seed=hash_seed,
     )
 
 

@@ -93,7 +93,8 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
                 assert status.jobs_refused == 1 and not status.jobs
                 good = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="good"))
-                assert good.found
+                assert good.found and good.hash_seed != resp.hash_seed  # a secret key-hash seed per job
+                assert job_from(good, []).hash_seed == good.hash_seed
                 ok, message = await run_job(stub, good, "good")
                 assert ok, message
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())

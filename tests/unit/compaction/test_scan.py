@@ -156,3 +156,15 @@ def test_the_gapped_fast_path_encodes_as_append_with_offset() -> None:
     assert fast.build(7) == slow.build(7)
     with pytest.raises(ValueError, match="not above"):
         BatchBuilder().extend_columns([T0, T0], [b"a", b"b"], [b"1", b"2"], offset_deltas=[3, 3])
+
+
+def test_the_hash_seed_changes_every_hash_but_no_decision() -> None:
+    keys = [b"%016d" % i for i in range(50)]
+    assert all(hash_key(k, 1) != hash_key(k, 2) != hash_key(k) for k in keys)
+    rows = [(keys[i % 50], b"v%d" % i) for i in range(400)]
+    seg = build_segment(rows, 40, CompressionType.NONE, False)
+    plain = CleanJob((seg,), 0, 400, T0 + DAY)
+    seeded = CleanJob((seg,), 0, 400, T0 + DAY, hash_seed=0xDEADBEEFCAFEF00D)
+    a, b = clean(plain), clean(seeded)
+    assert [s.data for s in a.segments] == [s.data for s in b.segments]
+    verify_result(seeded, b.segments, b.map_end)
