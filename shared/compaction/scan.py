@@ -175,9 +175,12 @@ def _sections(data: bytes | memoryview, batches: list[tuple[int, BatchHeader]]) 
     return out
 
 
-def _whole_segment(buf: bytes, headers: list[BatchHeader], counts: np.ndarray, ends: np.ndarray
-                   ) -> tuple[np.ndarray, ...] | None:
-    """Every record's columns in one vectorised walk, or None (not plain, or not aligned with batches)."""
+def _whole_segment(buf: bytes, headers: list[BatchHeader], counts: np.ndarray, ends: np.ndarray,
+                   sizes: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """Every record's columns in one vectorised walk, or None (not plain, or not aligned with batches:
+    each batch's last record must end where its section ends, and an empty batch has no bytes)."""
+    if ((counts == 0) & (sizes > 0)).any():
+        return None
     total = int(counts.sum())
     found = record_positions(buf, 0, len(buf), total, 0, 0, None)
     if found is None:
@@ -240,7 +243,7 @@ def scan_segment(data: bytes | memoryview, *, whole: bool = False, seed: int = 0
     counts = np.array([h.records_count for h in headers], np.int64)
     if (counts < 0).any():
         raise CorruptRecordError("a batch with a negative record count")
-    cols = _whole_segment(buf, headers, counts, ends) if len(buf) else None
+    cols = _whole_segment(buf, headers, counts, ends, sizes) if len(buf) else None
     record_headers = None
     if cols is None:
         cols, record_headers = _batch_by_batch(buf, headers, starts, ends)

@@ -168,3 +168,16 @@ def test_the_hash_seed_changes_every_hash_but_no_decision() -> None:
     a, b = clean(plain), clean(seeded)
     assert [s.data for s in a.segments] == [s.data for s in b.segments]
     verify_result(seeded, b.segments, b.map_end)
+
+
+def test_an_empty_batch_with_bytes_is_corrupt() -> None:
+    """A header-only batch (count 0) whose records section is not empty: not read as records of the next."""
+    from shared.records.header import pack_header
+
+    good = build_segment([(b"k%d" % i, b"v") for i in range(40)], 40, CompressionType.NONE, False, base=10)
+    body = good.data[61:61 + 30]  # bytes that look like records
+    empty = pack_header(body, base_offset=0, records_count=0, last_offset_delta=9, base_timestamp=T0,
+                        max_timestamp=T0, attributes=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                        partition_leader_epoch=-1) + body
+    with pytest.raises(CorruptRecordError):
+        scan_segment(empty + good.data)
