@@ -193,7 +193,11 @@ def test_the_topic_compression_type_is_applied_by_the_broker(one_broker) -> None
         topic = f"codec-{codec}-{uuid.uuid4().hex[:6]}"
         admin.create_topic(topic, partitions=1, configs={"compression.type": codec})
         sent = BASES[2]  # gzip
-        assert produce(stub, topic, sent).error_code == 0
+        # A new topic's leader learns of it a moment after the controller answers (as in Kafka): until then
+        # the broker refuses with NOT_LEADER_OR_FOLLOWER and appends nothing.
+        codes = wait_for(lambda t=topic, s=sent: [c] if (c := produce(stub, t, s).error_code) != 6 else None, 30,
+                         what="the broker leads the new topic")
+        assert codes == [0]
         header, records = decode_batch(fetch(stub, topic, 0))
         assert header.compression == expected
         assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
