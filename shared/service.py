@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from shared.logs import setup_logging
 from shared.metadata.store import MetadataStore
+from shared.metrics import start_metrics_server
 from shared.runtime import tune_allocator
 from shared.settings import ServiceSettings, load_settings
 
@@ -46,6 +47,7 @@ class Service(Generic[S]):
     def __init__(self, settings: S) -> None:
         self.settings = settings
         self.address = ""
+        self.metrics_address = ""  # host:port of /metrics ("" when off)
         self.store = MetadataStore(settings.etcd_endpoint, settings.cluster, timeout=5)
         self.stopping = asyncio.Event()
 
@@ -63,7 +65,10 @@ class Service(Generic[S]):
         """Stop the role's work (before the gRPC server stops)."""
 
     def ready_info(self) -> dict[str, Any]:
-        return {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+        info = {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+        if self.metrics_address:
+            info["metrics"] = self.metrics_address
+        return info
 
 
 def write_ready_file(path: str, info: dict[str, Any]) -> None:
@@ -112,6 +117,9 @@ async def serve(service: Service[Any]) -> None:
         raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")
     service.address = f"{settings.advertised}:{port}"
     await server.start()
+    metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+    if metrics_port is not None:
+        service.metrics_address = f"{settings.advertised}:{metrics_port}"
     try:
         await service.store.connect()
         await service.start()
@@ -168,7 +176,7 @@ class RegisteredService(Service[S]):
         return str(self.settings.id)
 
     def registration_value(self) -> dict[str, Any]:
-        return {"address": self.address}
+        return {"address": self.address, "metrics": self.metrics_address}
 
     async def start(self) -> None:
         await self.store.register(

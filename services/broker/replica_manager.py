@@ -98,6 +98,7 @@ class ReplicaManager:
         self._stray_check_done = False
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -210,6 +211,8 @@ class ReplicaManager:
                 leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
             if resp.error_code == 0:
                 log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
+                if self.on_isr_change is not None:
+                    self.on_isr_change(len(part.isr), len(resp.isr))
                 part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
                                   resp.partition_epoch, part.min_insync_replicas)
             else:
