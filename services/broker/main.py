@@ -10,8 +10,10 @@ import uuid
 from typing import Any
 
 import grpc
+from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.metrics import broker_metrics, register_partitions
@@ -69,6 +71,7 @@ class Broker(Service[BrokerSettings]):
         self._pid_lock = asyncio.Lock()
         self.coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator
         self._metrics: Any = None
+        self._cleaner_metrics: CleanerCollector | None = None
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         pipeline = RequestPipeline(self.quota_accounting)
@@ -87,6 +90,8 @@ class Broker(Service[BrokerSettings]):
 
         self.replicas.on_isr_change = isr_changed
         self._metrics = metrics
+        self._cleaner_metrics = CleanerCollector(self.settings.id)
+        REGISTRY.register(self._cleaner_metrics)
 
     async def _active_quota_instance(self) -> str | None:
         found = await self.store.get(self.store.keys.quota_leader())
@@ -142,6 +147,8 @@ class Broker(Service[BrokerSettings]):
             await asyncio.sleep(self.settings.housekeeping_interval_ms / 1000)
             self.replicas.housekeeping()
             self.cleaner_jobs.housekeeping()
+            if self._cleaner_metrics is not None:
+                self._cleaner_metrics.refresh(self.cleaner_jobs)
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away, then wait until metadata shows it."""
