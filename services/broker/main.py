@@ -86,7 +86,8 @@ class Broker(Service[BrokerSettings]):
         register_partitions(lambda: self.replicas.partitions)
 
         def isr_changed(old: int, new: int) -> None:
-            (metrics.isr_shrinks if new < old else metrics.isr_expands).inc()
+            if new != old:
+                (metrics.isr_shrinks if new < old else metrics.isr_expands).inc()
 
         self.replicas.on_isr_change = isr_changed
         self._metrics = metrics

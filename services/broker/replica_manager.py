@@ -205,6 +205,7 @@ class ReplicaManager:
             return
         part.isr_change_in_flight = True
         part.pending_isr = new_isr
+        isr_before = len(part.isr)  # metadata may update part.isr before the response arrives
         try:
             resp = await stub.AlterPartition(pb.AlterPartitionRequest(
                 broker_id=self.broker_id, topic=part.tp.topic, partition=part.tp.partition,
@@ -212,7 +213,7 @@ class ReplicaManager:
             if resp.error_code == 0:
                 log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
                 if self.on_isr_change is not None:
-                    self.on_isr_change(len(part.isr), len(resp.isr))
+                    self.on_isr_change(isr_before, len(resp.isr))
                 part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
                                   resp.partition_epoch, part.min_insync_replicas)
             else:
