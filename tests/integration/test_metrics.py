@@ -7,7 +7,10 @@ records in, consumer lag, under-replicated partitions while a follower is paused
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -19,7 +22,7 @@ from shared.proto import coordinator_pb2 as cpb
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from tests.conftest import wait_for
+from tests.conftest import REPO, wait_for
 
 LAG_TIME_MAX_MS = 1500
 ENV = {
@@ -91,6 +94,15 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     wait_for(lambda: total(metrics_of(c, "coordinator"), "tidelog_consumer_group_lag", group="lagging", topic=topic,
                            partition="0") == K, 15, what=f"lag {K}")
     assert total(metrics_of(c, "coordinator"), "tidelog_coordinator_offset_commits_total") >= 1
+
+    # -- tidelog top --once: from cluster.json, and through the brokers (REST /v1/cluster) ---------------
+    for where in (["--data-dir", c.lc.data_dir], ["--bootstrap-server", bootstrap, "--data-dir", "/nonexistent"]):
+        out = subprocess.run([sys.executable, "-m", "shared.cli.main", "top", "--once", "--interval", "0.3", *where],
+                             capture_output=True, text=True, cwd=REPO, timeout=60,
+                             env={**os.environ, "COLUMNS": "200"})
+        assert out.returncode == 0, out.stderr
+        assert "under-replicated" in out.stdout and "lagging" in out.stdout, out.stdout
+        assert re.search(rf"lagging\s+│?\s*{K}\b", out.stdout), out.stdout
 
     # -- under-replicated while the follower is paused ----------------------------------------------
     def urp() -> float:
