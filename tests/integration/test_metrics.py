@@ -6,6 +6,7 @@ records in, consumer lag, under-replicated partitions while a follower is paused
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -16,7 +17,7 @@ import uuid
 
 import grpc
 
-from shared.client import Admin, Producer
+from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.metrics import scrape, total
 from shared.proto import coordinator_pb2 as cpb
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
@@ -68,6 +69,9 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
         for i in range(N):
             producer.send(topic, bytes([65 + i % 26]) * B)
         producer.flush()
+        pm = producer.metrics()
+    assert pm["record-send-total"] == N and pm["request-latency-avg"] > 0 and pm["record-send-rate"] > 0
+    assert B < pm["batch-size-avg"] <= N * (B + RECORD_FRAMING) + BATCH_HEADER
     after = metrics_of(c, "broker", leader)
     got = total(after, "tidelog_broker_topic_bytes_in_total", topic=topic)
     produces = total(after, "tidelog_network_requests_total", request="Produce") - \
@@ -79,6 +83,20 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     wait_for(lambda: total(metrics_of(c, "broker", leader), "tidelog_network_requests_total",
                            request="FetchFollower") > 0, 10, what="follower fetches counted on the leader")
 
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    wait_for(lambda: consumer.poll(200) is not None and consumer.position(TopicPartition(topic, 0)) == N, 30,
+             what="consumed to the end")
+    cm = consumer.metrics()
+    consumer.close()
+    assert cm["fetch-total"] >= 1 and cm["fetch-rate"] > 0 and cm["records-lag-max"] == 0
+    bench = subprocess.run([sys.executable, "-m", "shared.cli.main", "bench", "produce", "--topic", topic,
+                            "--records", "500", "--record-size", "50", "--no-progress", "--json", "--metrics",
+                            "--bootstrap-server", bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert bench.returncode == 0, bench.stderr
+    assert json.loads(bench.stdout.strip().splitlines()[-1])["client_metrics"]["record-send-total"] == 500
+    n_total = N + 500
+
     # -- consumer lag: a group that consumed all but K records ------------------------------------------
     stub = pb_grpc.BrokerStub(grpc.insecure_channel(brokers[leader].address))
 
@@ -89,7 +107,7 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     address = wait_for(coordinator, 30, what="a coordinator for the group")
     group = cpb_grpc.GroupCoordinatorStub(grpc.insecure_channel(address))
     wait_for(lambda: group.OffsetCommit(cpb.OffsetCommitRequest(group_id="lagging", member_epoch=-1, topics=[
-        cpb.OffsetCommitTopic(name=topic, partitions=[cpb.OffsetCommitPartition(partition=0, committed_offset=N - K)])]),
+        cpb.OffsetCommitTopic(name=topic, partitions=[cpb.OffsetCommitPartition(partition=0, committed_offset=n_total - K)])]),
         timeout=10).topics[0].partitions[0].error_code == 0, 30, what="the commit accepted")
     wait_for(lambda: total(metrics_of(c, "coordinator"), "tidelog_consumer_group_lag", group="lagging", topic=topic,
                            partition="0") == K, 15, what=f"lag {K}")
