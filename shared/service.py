@@ -117,7 +117,11 @@ async def serve(service: Service[Any]) -> None:
         raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")
     service.address = f"{settings.advertised}:{port}"
     await server.start()
-    metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+    try:
+        metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+    except OSError as exc:
+        raise SystemExit(f"{service.role}: cannot serve /metrics on {settings.host}:{settings.metrics_port} "
+                         f"({exc.strerror})") from None
     if metrics_port is not None:
         service.metrics_address = f"{settings.advertised}:{metrics_port}"
     try:
