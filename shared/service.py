@@ -108,6 +108,13 @@ async def serve(service: Service[Any]) -> None:
         loop.add_signal_handler(sig, service.stopping.set)
     if settings.lifeline_fd is not None:
         watch_lifeline(loop, settings.lifeline_fd, service.stopping.set)
+    try:
+        metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+    except OSError as exc:
+        raise SystemExit(f"{service.role}: cannot serve /metrics on {settings.host}:{settings.metrics_port} "
+                         f"({exc.strerror})") from None
+    if metrics_port is not None:
+        service.metrics_address = f"{settings.advertised}:{metrics_port}"
     server = grpc.aio.server(options=GRPC_OPTIONS)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -117,13 +124,6 @@ async def serve(service: Service[Any]) -> None:
         raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")
     service.address = f"{settings.advertised}:{port}"
     await server.start()
-    try:
-        metrics_port = start_metrics_server(settings.host, settings.metrics_port)
-    except OSError as exc:
-        raise SystemExit(f"{service.role}: cannot serve /metrics on {settings.host}:{settings.metrics_port} "
-                         f"({exc.strerror})") from None
-    if metrics_port is not None:
-        service.metrics_address = f"{settings.advertised}:{metrics_port}"
     try:
         await service.store.connect()
         await service.start()

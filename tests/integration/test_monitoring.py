@@ -110,3 +110,16 @@ def test_up_monitoring_runs_a_prometheus_that_scrapes_every_service(tmp_path) ->
         assert query("process_resident_memory_bytes{job='tidelog-quota'}")  # default process collectors
     finally:
         subprocess.run([*cli, "down", "--data-dir", data], capture_output=True, cwd=REPO, timeout=60)
+
+
+def test_a_taken_metrics_port_is_a_clear_error() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "services.quota", "--metrics-port", str(port), "--etcd", "127.0.0.1:1"],
+                           capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"quota: cannot serve /metrics on 127.0.0.1:{port} (Address already in use)"
