@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from shared.metrics import LATENCY_BUCKETS
@@ -94,7 +94,7 @@ class PartitionCollector(Collector):
     def __init__(self, partitions: Callable[[], dict[Any, Any]]) -> None:
         self.partitions = partitions
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         parts = list(self.partitions().items())
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("tidelog_log_size_bytes", "Log size (Kafka's Log Size)", labels=labels)
@@ -103,6 +103,9 @@ class PartitionCollector(Collector):
         hw = GaugeMetricFamily("tidelog_partition_high_watermark", "High watermark", labels=labels)
         urp = GaugeMetricFamily("tidelog_partition_under_replicated", "1 if this leader's ISR < replicas",
                                 labels=labels)
+        segments = GaugeMetricFamily("tidelog_log_segments", "Segments of the log", labels=labels)
+        rolls = CounterMetricFamily("tidelog_log_segment_rolls", "Segments rolled since the log was opened",
+                                    labels=labels)
         under = at_min = leaders = 0
         for tp, p in parts:
             key = [tp.topic, str(tp.partition)]
@@ -111,13 +114,15 @@ class PartitionCollector(Collector):
             start.add_metric(key, log.log_start_offset)
             end.add_metric(key, log.log_end_offset)
             hw.add_metric(key, p.high_watermark)
+            segments.add_metric(key, len(log.segments))
+            rolls.add_metric(key, log.rolls)
             if p.is_leader:
                 leaders += 1
                 is_under = len(p.isr) < len(p.replicas)
                 under += is_under
                 at_min += len(p.isr) == p.min_insync_replicas and len(p.replicas) > 1
                 urp.add_metric(key, int(is_under))
-        yield from (size, start, end, hw, urp)
+        yield from (size, start, end, hw, urp, segments, rolls)
         yield GaugeMetricFamily("tidelog_replica_manager_under_replicated_partitions",
                                 "Partitions led here whose ISR is smaller than their replica set", value=under)
         yield GaugeMetricFamily("tidelog_replica_manager_at_min_isr_partitions",

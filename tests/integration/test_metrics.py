@@ -56,7 +56,7 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     bootstrap = ",".join(p.address for p in brokers.values())
     admin = Admin(bootstrap)
     topic = f"m-{uuid.uuid4().hex[:6]}"
-    admin.create_topic(topic, 1, 2)
+    admin.create_topic(topic, 1, 2, {"segment.bytes": 16384})  # a few segment rolls
     desc = wait_for(lambda: (d := admin.describe_topic(topic)) and len(d["partitions"][0]["isr"]) == 2 and d,
                     30, what="both replicas in sync")
     leader = desc["partitions"][0]["leader"]
@@ -79,6 +79,8 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     assert N * B <= got <= N * (B + RECORD_FRAMING) + produces * BATCH_HEADER, (got, produces)
     assert total(after, "tidelog_broker_topic_messages_in_total", topic=topic) == N
     assert total(after, "tidelog_partition_high_watermark", topic=topic, partition="0") == N
+    rolls = total(after, "tidelog_log_segment_rolls_total", topic=topic, partition="0")
+    assert rolls >= 1 and total(after, "tidelog_log_segments", topic=topic, partition="0") == rolls + 1
     assert total(after, "tidelog_network_request_total_time_seconds_count", request="Produce") >= produces >= 1
     wait_for(lambda: total(metrics_of(c, "broker", leader), "tidelog_network_requests_total",
                            request="FetchFollower") > 0, 10, what="follower fetches counted on the leader")

@@ -63,7 +63,8 @@ class FakePartition:
     replicas: list[int]
     min_insync_replicas: int = 2
     high_watermark: int = 7
-    log: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(size=1234, log_start_offset=2, log_end_offset=9))
+    log: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(size=1234, log_start_offset=2, log_end_offset=9,
+                                                                      segments=[1, 2], rolls=1))
 
 
 def test_partition_collector_reads_state_at_scrape_time() -> None:
@@ -78,6 +79,8 @@ def test_partition_collector_reads_state_at_scrape_time() -> None:
     assert total(s, "tidelog_replica_manager_leader_count") == 2
     assert total(s, "tidelog_log_size_bytes", topic="t", partition="2") == 1234
     assert total(s, "tidelog_partition_high_watermark", topic="t", partition="0") == 7
+    assert total(s, "tidelog_log_segments", topic="t", partition="0") == 2
+    assert total(s, "tidelog_log_segment_rolls_total", topic="t", partition="0") == 1
     parts[TopicPartition("t", 0)].isr = [1, 2, 3]  # the next scrape sees the change, nothing else is told
     assert total(samples(reg), "tidelog_replica_manager_under_replicated_partitions") == 1
 
