@@ -7,6 +7,7 @@ reads the last snapshot, so it never walks segments from the HTTP thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +16,18 @@ from prometheus_client.registry import Collector
 
 
 class CleanerCollector(Collector):
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, every_s: float = 5.0) -> None:
         self.broker_id = broker_id
+        self.every_s = every_s
         self.snapshot: dict[str, float] = {}
+        self._last = float("-inf")
 
-    def refresh(self, jobs: Any) -> None:
+    def refresh(self, jobs: Any, now: float | None = None) -> None:
+        """Assess the compacted logs again, at most every ``every_s`` (housekeeping runs every second)."""
+        now = time.monotonic() if now is None else now
+        if now - self._last < self.every_s:
+            return
+        self._last = now
         status = jobs.status(self.broker_id)
         self.snapshot = {
             "max_dirty_ratio": max((log.dirty_ratio for log in status.logs), default=0.0),

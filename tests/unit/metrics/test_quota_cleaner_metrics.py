@@ -36,7 +36,9 @@ def test_cleaner_collector_reports_the_last_snapshot() -> None:
                                    SimpleNamespace(dirty_ratio=0.7, compaction_delay_ms=1500)],
                              quarantined=[1], cleaned_bytes=4096, jobs_done=3, jobs=[])
     assert total(scrape(c), "tidelog_log_cleaner_max_dirty_ratio") == 0  # nothing until the first refresh
-    c.refresh(SimpleNamespace(status=lambda broker_id: status))
+    c.refresh(SimpleNamespace(status=lambda broker_id: status), now=100.0)
+    status.quarantined = []
+    c.refresh(SimpleNamespace(status=lambda broker_id: status), now=101.0)  # too soon: the snapshot stays
     s = scrape(c)
     assert total(s, "tidelog_log_cleaner_max_dirty_ratio") == 0.7
     assert total(s, "tidelog_log_cleaner_max_compaction_delay_seconds") == 1.5
