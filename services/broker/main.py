@@ -110,6 +110,8 @@ class Broker(Service[BrokerSettings]):
 
     async def _on_metadata(self, view: ClusterView) -> None:
         await self.replicas.apply_metadata(view)
+        if self._metrics is not None:
+            self._metrics.known_topics({tp.topic for tp in self.replicas.partitions})
 
     async def start(self) -> None:
         s = self.settings

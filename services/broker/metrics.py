@@ -59,6 +59,12 @@ class BrokerMetrics:
                                              self.bytes_out.labels(topic))
         return children
 
+    def known_topics(self, topics: Iterable[str]) -> None:
+        """Start each hosted topic's series at 0 when the broker learns it, so the first records produced
+        show as an increase (a series that appears with its first value has no rate)."""
+        for topic in topics:
+            self._topic_children(topic)
+
     def produced(self, data: Iterable[tuple[Any, bytes]], results: dict[Any, Any]) -> None:
         """Count one produce request's appended bytes and records per topic (per partition entry)."""
         for tp, records in data:

@@ -333,7 +333,7 @@ def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]
     procs = []
     for p in info["processes"]:
         alive = is_same_process(p)
-        healthy = alive and (p["role"] == "etcd" or grpc_healthy(p["address"], timeout=timeout / 2))
+        healthy = alive and (p["role"] in ("etcd", "prometheus") or grpc_healthy(p["address"], timeout=timeout / 2))
         procs.append({**p, "alive": alive, "healthy": healthy})
     view = None
     for url in info.get("rest_urls", []):

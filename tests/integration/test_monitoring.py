@@ -97,15 +97,21 @@ def test_up_monitoring_runs_a_prometheus_that_scrapes_every_service(tmp_path) ->
         topic = f"mon-{uuid.uuid4().hex[:6]}"
         subprocess.run([*cli, "topics", "create", topic, "--data-dir", data], check=True, capture_output=True,
                        cwd=REPO, env=env, timeout=60)
-        bench = subprocess.run([*cli, "produce", topic, "--data-dir", data], input="a\nb\nc\n", capture_output=True,
-                               text=True, cwd=REPO, env=env, timeout=60)
-        assert bench.returncode == 0, bench.stderr
 
         def query(q: str) -> list:
             return httpx.get(f"{url}/api/v1/query", params={"query": q}, timeout=3).json()["data"]["result"]
 
-        wait_for(lambda: [float(s["value"][1]) for s in query(f'tidelog_broker_topic_messages_in_total{{topic="{topic}"}}')]
-                 == [3.0], 30, interval=0.5, what="records in visible in Prometheus")
+        def values(q: str) -> list[float]:
+            return [float(s["value"][1]) for s in query(q)]
+
+        records_in = f'tidelog_broker_topic_messages_in_total{{topic="{topic}"}}'
+        # The broker starts a topic's series at 0 when it learns the topic, so a rate sees the first records.
+        wait_for(lambda: values(records_in) == [0.0], 30, interval=0.5, what="the new topic's series at 0")
+        produced = subprocess.run([*cli, "produce", topic, "--data-dir", data], input="a\nb\nc\n", capture_output=True,
+                                  text=True, cwd=REPO, env=env, timeout=60)
+        assert produced.returncode == 0, produced.stderr
+        wait_for(lambda: values(records_in) == [3.0], 30, interval=0.5, what="records in visible in Prometheus")
+        assert values(f"increase({records_in}[1m])")[0] > 0  # throughput moves on a graph
         assert [s["value"][1] for s in query("tidelog_controller_active_controller_count")] == ["1"]
         assert query("process_resident_memory_bytes{job='tidelog-quota'}")  # default process collectors
     finally:

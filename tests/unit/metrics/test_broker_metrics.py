@@ -90,3 +90,12 @@ def test_quantile_interpolates_like_prometheus() -> None:
     assert quantile_from_buckets([(1.0, 0), (2.0, 10), (inf, 10)], 0.5) == 1.5
     assert quantile_from_buckets([(1.0, 10), (inf, 20)], 0.99) == 1.0
     assert quantile_from_buckets([(1.0, 0), (inf, 0)], 0.5) is None
+
+
+def test_known_topics_start_at_zero() -> None:
+    reg = CollectorRegistry()
+    m = BrokerMetrics(reg)
+    m.known_topics(["fresh"])
+    s = samples(reg)
+    assert ("tidelog_broker_topic_messages_in_total", (("topic", "fresh"),)) in s
+    assert total(s, "tidelog_broker_topic_bytes_in_total", topic="fresh") == 0
