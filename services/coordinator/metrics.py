@@ -45,6 +45,17 @@ def compute_lag(committed: Committed, high_watermarks: dict[TopicPartition, int]
     return {key: max(high_watermarks[key[1]] - off, 0) for key, off in committed.items() if key[1] in high_watermarks}
 
 
+def _state(group: Any, attempts: int = 3) -> str | None:
+    """The group's state, read from the scrape thread while the event loop may change its members
+    (iterating a dict that changes size raises): try again, else leave the group out of this scrape."""
+    for _ in range(attempts):
+        try:
+            return str(group.state)
+        except RuntimeError:
+            continue
+    return None
+
+
 class CoordinatorMetrics(Collector):
     def __init__(self, partitions: Callable[[], dict[int, Any]], registry: Any = REGISTRY) -> None:
         self.partitions = partitions  # __consumer_offsets partition -> PartitionRuntime (shard, loaded, stats)
@@ -67,7 +78,10 @@ class CoordinatorMetrics(Collector):
                                    "change)", labels=["group"])
         for shard in shards:
             for gid, g in list(shard.groups.items()):
-                by_state[g.state] = by_state.get(g.state, 0) + 1
+                state = _state(g)
+                if state is None:
+                    continue
+                by_state[state] = by_state.get(state, 0) + 1
                 members.add_metric([gid], len(g.members))
                 epochs.add_metric([gid], g.epoch)
         states = GaugeMetricFamily("tidelog_coordinator_groups", "Groups by state", labels=["state"])
