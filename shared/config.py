@@ -27,9 +27,12 @@ class ConfigDef:
 
 def _int(s: str) -> int:
     try:
-        return int(str(s).strip())
+        v = int(str(s).strip())
     except ValueError:
         raise ValueError("expected an integer") from None
+    if not -(2**63) <= v <= LONG_MAX:
+        raise ValueError("out of the int64 range")
+    return v
 
 
 def _float(s: str) -> float:
@@ -82,7 +85,6 @@ _DEFS = [
     ConfigDef("cleanup.policy", "delete", _policy, "delete, compact, or both", expect="delete|compact"),
     ConfigDef("compression.type", "producer", _compression, "final compression of the topic (producer keeps the producer's)"),
     ConfigDef("delete.retention.ms", 86_400_000, _int, "how long tombstones are kept after compaction", _nonneg, ">= 0"),
-    ConfigDef("file.delete.delay.ms", 60_000, _int, "delay before a deleted segment file is removed", _nonneg, ">= 0"),
     ConfigDef("flush.messages", LONG_MAX, _int, "fsync after this many messages", _pos, ">= 1"),
     ConfigDef("flush.ms", LONG_MAX, _int, "fsync when the last one is this old", _nonneg, ">= 0"),
     ConfigDef("index.interval.bytes", 4096, _int, "bytes between offset index entries", _nonneg, ">= 0"),
@@ -90,6 +92,8 @@ _DEFS = [
     ConfigDef("max.message.bytes", 1_048_588, _int, "largest record batch size allowed", _nonneg, ">= 0"),
     ConfigDef("message.timestamp.type", "CreateTime", _ts_type, "CreateTime or LogAppendTime"),
     ConfigDef("min.cleanable.dirty.ratio", 0.5, _float, "dirty ratio above which a log is compacted", lambda v: 0 <= v <= 1, "between 0 and 1"),
+    ConfigDef("file.delete.delay.ms", 60_000, _int, "how long replaced (compacted) segment files stay as .deleted",
+              _nonneg, ">= 0"),
     ConfigDef("min.compaction.lag.ms", 0, _int, "minimum age of a record before compaction", _nonneg, ">= 0"),
     ConfigDef("min.insync.replicas", 1, _int, "ISR size needed for acks=all", _pos, ">= 1"),
     ConfigDef("retention.bytes", -1, _int, "size above which old segments are deleted (-1: none)", _ge_minus1, ">= -1"),
@@ -102,12 +106,17 @@ _DEFS = [
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
+#: Kafka topic configs Tidelog refuses rather than accept and ignore, with the reason given.
+UNSUPPORTED_CONFIGS: dict[str, str] = {}
+
 
 def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     """Parse and check user-supplied configs; raise InvalidConfigError naming the bad key."""
     out: dict[str, Any] = {}
     for key, raw in configs.items():
         d = TOPIC_CONFIGS.get(key)
+        if key in UNSUPPORTED_CONFIGS:
+            raise InvalidConfigError(f"topic config {key} is not supported: {UNSUPPORTED_CONFIGS[key]}")
         if d is None:
             raise InvalidConfigError(f"unknown topic config {key!r}")
         try:
@@ -118,6 +127,16 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidConfigError(f"invalid value {raw!r} for {key}: must be {d.expect}")
         out[key] = value
     return out
+
+
+def check_min_insync_replicas(configs: Mapping[str, Any], replication_factor: int) -> None:
+    """Refuse ``min.insync.replicas`` above the replication factor: acks=all could never succeed
+    (Kafka accepts it and producers then fail with NOT_ENOUGH_REPLICAS forever)."""
+    value = int(effective_configs(configs)["min.insync.replicas"])
+    if value > replication_factor:
+        raise InvalidConfigError(
+            f"min.insync.replicas={value} is larger than the replication factor {replication_factor}"
+        )
 
 
 def effective_configs(overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,12 +159,14 @@ class LogConfig:
     flush_messages: int = LONG_MAX  # flush.messages
     flush_ms: int = LONG_MAX  # flush.ms
     index_interval_bytes: int = 4096  # index.interval.bytes
+    segment_index_bytes: int = 10_485_760  # segment.index.bytes: roll when an index is this full
     cleanup_policy: str = "delete"  # cleanup.policy
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any]) -> LogConfig:
-        c = effective_configs(validate_topic_configs({k: v for k, v in configs.items()}))
+        # Stored overrides are validated again; one refused since it was stored is ignored, not fatal.
+        c = effective_configs(validate_topic_configs({k: v for k, v in configs.items() if k not in UNSUPPORTED_CONFIGS}))
         return cls(
             segment_bytes=c["segment.bytes"],
             segment_ms=c["segment.ms"],
@@ -156,6 +177,7 @@ class LogConfig:
             flush_messages=c["flush.messages"],
             flush_ms=c["flush.ms"],
             index_interval_bytes=c["index.interval.bytes"],
+            segment_index_bytes=c["segment.index.bytes"],
             cleanup_policy=c["cleanup.policy"],
             extra=c,
         )

@@ -74,6 +74,7 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    STALE_BROKER_EPOCH = 77
 
 
 #: Codes a client may retry after refreshing metadata or backing off.
@@ -158,6 +159,12 @@ class FencedLeaderEpochError(TidelogError):
 
 class StorageError(TidelogError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class StaleBrokerEpochError(TidelogError):
+    """An internal request from a broker id / incarnation that is not the live registration."""
+
+    code = ErrorCode.STALE_BROKER_EPOCH
 
 
 def error_for(code: int, message: str = "") -> TidelogError:

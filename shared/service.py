@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from shared.grpc_guard import GuardedServer
 from shared.logs import setup_logging
 from shared.metadata.store import MetadataStore
 from shared.metrics import start_metrics_server
@@ -117,8 +118,9 @@ async def serve(service: Service[Any]) -> None:
         service.metrics_address = f"{settings.advertised}:{metrics_port}"
     server = grpc.aio.server(options=GRPC_OPTIONS)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    service.add_servicers(server)
+    guarded: Any = GuardedServer(server)  # every method: bad bytes -> INVALID_ARGUMENT (shared/grpc_guard.py)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, guarded)
+    service.add_servicers(guarded)
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     if port == 0:
         raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")

@@ -58,7 +58,8 @@ class Broker(Service[BrokerSettings]):
         self.incarnation = f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
         self.replicas = ReplicaManager(settings.id, settings.data_dir,
                                        replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-                                       replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms)
+                                       replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms,
+                                       incarnation=self.incarnation)
         self.metadata = MetadataCache(self.store, self._on_metadata)
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
                                         settings.log_cleaner_dedupe_buffer_size)

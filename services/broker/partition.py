@@ -49,12 +49,15 @@ class Partition:
         self.min_insync_replicas = 1
         self.followers: dict[int, FollowerState] = {}
         self.high_watermark = min(self._read_hw(), log.log_end_offset)
+        # What the HW file holds (a missing file reads as 0); an unchanged HW is not written again.
+        self._checkpointed_hw = self.high_watermark
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
         self.producers = restore_producer_state(log)
         log.on_roll = self._snapshot_producers
         self._changed = asyncio.Event()
+        self.on_change: Callable[[], None] | None = None  # the owner's "some partition changed" signal
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
 
@@ -211,16 +214,16 @@ class Partition:
 
     def isr_expansion_candidates(self, lag_time_max_ms: int) -> list[int]:
         """Followers outside the ISR that are fetching and have caught up to the high watermark (and this epoch)."""
-        if not self.is_leader:
-            return []
+        if not self.is_leader or all(r in self.isr for r in self.followers):
+            return []  # checked ~10 times a second for every partition: the common case costs nothing
         epoch_start = self.log.epochs.end_offset_for(self.leader_epoch - 1, self.log_end_offset)[1]
         return rules.isr_expansion_candidates(self.clock(), self.isr, self.followers, self.high_watermark,
                                               epoch_start, lag_time_max_ms)
 
     def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
         """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
-        if not self.is_leader:
-            return []
+        if not self.is_leader or len(self.isr) == 1:
+            return []  # only the leader itself is in the ISR: nobody to drop
         return rules.isr_shrink_candidates(self.clock(), self.broker_id, self.isr, self.followers, lag_time_max_ms)
 
     # -- reading ----------------------------------------------------------------------------------
@@ -249,6 +252,8 @@ class Partition:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     def fail_waiters(self) -> None:
         for _, _, fut in self._hw_waiters:
@@ -267,10 +272,16 @@ class Partition:
             return 0
 
     def checkpoint_hw(self) -> None:
+        """Write the HW file if the HW moved since the last write (thousands of idle partitions must
+        not cost thousands of file writes every housekeeping round)."""
+        hw = self.high_watermark
+        if hw == self._checkpointed_hw:
+            return
         path = os.path.join(self.log.directory, HW_FILE)
         with open(path + ".tmp", "w") as f:
-            f.write(f"{self.high_watermark}\n")
+            f.write(f"{hw}\n")
         os.replace(path + ".tmp", path)
+        self._checkpointed_hw = hw
 
     def close(self) -> None:
         self.fail_waiters()

@@ -33,10 +33,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: How long a partition whose fetch or epoch lookup failed sits out (Kafka: replica.fetch.backoff.ms, 1 s);
+#: the others keep fetching. Without it, one partition in error made every round return at once:
+#: a hot loop of full fetches over every followed partition.
+PARTITION_BACKOFF_S = 0.5
+
+
 @dataclass
 class FollowState:
     leader_epoch: int
     truncated: bool = False
+    retry_at: float = 0.0  # loop time before which this partition is left out of requests
+
+    def back_off(self, now: float) -> None:
+        self.retry_at = now + PARTITION_BACKOFF_S
 
 
 class ReplicaFetcher:
@@ -53,6 +63,7 @@ class ReplicaFetcher:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BrokerStub | None = None
         self._stream: Any = None  # a FetchStream call: one request, one response, far cheaper than unary calls
+        self._last: tuple[list[tuple[TopicPartition, int, int, int]], pb.FetchRequest, dict[TopicPartition, int]] | None = None
         self._task = asyncio.ensure_future(self._run())
 
     async def _connect(self) -> bool:
@@ -125,7 +136,8 @@ class ReplicaFetcher:
         return part
 
     async def _truncate_pending(self) -> None:
-        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated}
+        now = asyncio.get_running_loop().time()
+        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated and st.retry_at <= now}
         if not pending:
             return
         topics: dict[str, list[pb.EpochPartition]] = {}
@@ -149,7 +161,8 @@ class ReplicaFetcher:
                 if part is None or st is None:
                     continue
                 if p.error_code:
-                    continue  # not ready (leader still loading, stale epoch): retry on the next round
+                    st.back_off(now)  # not ready (leader still loading, stale epoch): retry a little later
+                    continue
                 self._truncate(part, p.leader_epoch, p.end_offset)
                 st.truncated = True
 
@@ -161,22 +174,35 @@ class ReplicaFetcher:
                                                           "leader_epoch": leader_epoch})
             part.truncate_to(target)
 
-    async def _fetch_once(self) -> None:
-        topics: dict[str, list[pb.FetchPartition]] = {}
-        epochs: dict[TopicPartition, int] = {}
+    def _request(self) -> tuple[pb.FetchRequest | None, dict[TopicPartition, int]]:
+        """The next fetch request; the previous one again when no position changed (an idle follower of
+        thousands of partitions then skips building thousands of messages twice a second)."""
+        wanted = []
+        now = asyncio.get_running_loop().time()
         for tp, st in self.partitions.items():
             part = self._partition(tp)
-            if part is None or not st.truncated:
-                continue
+            if part is not None and st.truncated and st.retry_at <= now:
+                wanted.append((tp, part.log_end_offset, part.log.log_start_offset, st.leader_epoch))
+        if not wanted:
+            return None, {}
+        if self._last is not None and self._last[0] == wanted:
+            return self._last[1], self._last[2]
+        topics: dict[str, list[pb.FetchPartition]] = {}
+        for tp, leo, lso, epoch in wanted:
             topics.setdefault(tp.topic, []).append(pb.FetchPartition(
-                partition=tp.partition, fetch_offset=part.log_end_offset, partition_max_bytes=self.partition_max_bytes,
-                current_leader_epoch=st.leader_epoch, log_start_offset=part.log.log_start_offset))
-            epochs[tp] = st.leader_epoch
-        if not topics:
-            await asyncio.sleep(0.05)
-            return
+                partition=tp.partition, fetch_offset=leo, partition_max_bytes=self.partition_max_bytes,
+                current_leader_epoch=epoch, log_start_offset=lso))
         req = pb.FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=1,
                               max_bytes=self.max_bytes, topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
+        epochs = {tp: epoch for tp, _, _, epoch in wanted}
+        self._last = (wanted, req, epochs)
+        return req, epochs
+
+    async def _fetch_once(self) -> None:
+        req, epochs = self._request()
+        if req is None:
+            await asyncio.sleep(0.05)
+            return
         resp = await self._fetch_call(req)
         for t in resp.topics:
             for p in t.partitions:
@@ -217,6 +243,7 @@ class ReplicaFetcher:
             if p.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 ErrorCode.UNKNOWN_LEADER_EPOCH):
                 st.truncated = False  # wait for metadata; re-check divergence against the new leader
+            st.back_off(asyncio.get_running_loop().time())
             return
         if p.records:
             try:

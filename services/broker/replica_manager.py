@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from services.broker import request_limits
 from services.broker.log import PartitionLog
+from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
@@ -36,6 +38,10 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 TOPIC_ID_FILE = "partition.metadata"
+#: Fetches over more partitions than this wait on the broker-wide change signal.
+FETCH_WAIT_PER_PARTITION_MAX = 16
+#: Partitions opened per worker-thread call (each open is a few file operations).
+OPEN_BATCH = 50
 
 
 def wall_ms() -> int:
@@ -80,14 +86,24 @@ class FetchParams:
     specs: list[FetchSpec] = field(default_factory=list)
     read_time_s: float = 0.0  # set by fetch: time spent reading (request quotas count it)
 
+    def bounded(self) -> FetchParams:
+        """The same request with every size and wait inside the broker's limits (``request_limits``)."""
+        max_bytes = request_limits.fetch_max_bytes(self.max_bytes)
+        specs = [FetchSpec(s.tp, s.offset, request_limits.partition_max_bytes(s.max_bytes, max_bytes), s.leader_epoch)
+                 for s in self.specs]
+        return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
+                           request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs)
+
 
 ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
 
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms, *,
-                 replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500) -> None:
+                 replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500,
+                 incarnation: str = "") -> None:
         self.broker_id = broker_id
+        self.incarnation = incarnation  # our broker epoch: internal requests to the controller carry it
         self.data_dir = data_dir
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -99,6 +115,8 @@ class ReplicaManager:
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
+        self._replicated: list[Partition] = []  # hosted partitions with more than one replica
+        self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -118,14 +136,25 @@ class ReplicaManager:
                 self._remove(tp, delete=True)
         log_configs = {name: LogConfig.from_topic_configs(view.topics[name].configs)
                        for name in {tp.topic for tp in wanted}}  # once per topic, not per partition
-        for tp, (topic_id, replicas) in wanted.items():
+        missing = [(tp, topic_id, log_configs[tp.topic]) for tp, (topic_id, _) in wanted.items() if tp not in self.partitions]
+        for i in range(0, len(missing), OPEN_BATCH):
+            # Opening is file-system work (seconds for thousands of partitions): in a worker thread,
+            # so the event loop keeps serving requests and, above all, the etcd lease.
+            for tp, part in await asyncio.to_thread(self._open_many, missing[i:i + OPEN_BATCH]):
+                part.on_change = self._some_partition_changed
+                self.partitions[tp] = part
+        for tp, (_, replicas) in wanted.items():
             config = log_configs[tp.topic]
-            part = self.partitions.get(tp) or self._open(tp, topic_id, config)
+            part = self.partitions.get(tp)
+            if part is None:
+                continue  # could not be opened (logged): offline on this broker
             part.log.config = config
             st = view.partitions.get(tp)
             if st is not None:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
                                   int(config.extra["min.insync.replicas"]))
+        # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
+        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1]
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
@@ -167,7 +196,7 @@ class ReplicaManager:
 
     def maintain_isr(self) -> None:
         """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller."""
-        for part in self.partitions.values():
+        for part in self._replicated:
             if not part.is_leader or part.isr_change_in_flight:
                 continue
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms)
@@ -208,7 +237,7 @@ class ReplicaManager:
         isr_before = len(part.isr)  # metadata may update part.isr before the response arrives
         try:
             resp = await stub.AlterPartition(pb.AlterPartitionRequest(
-                broker_id=self.broker_id, topic=part.tp.topic, partition=part.tp.partition,
+                broker_id=self.broker_id, incarnation=self.incarnation, topic=part.tp.topic, partition=part.tp.partition,
                 leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
             if resp.error_code == 0:
                 log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
@@ -227,6 +256,16 @@ class ReplicaManager:
             part.pending_isr = None
             part._maybe_advance_hw()
 
+    def _open_many(self, todo: list[tuple[TopicPartition, str, LogConfig]]) -> list[tuple[TopicPartition, Partition]]:
+        """Open partitions (blocking file work, run in a worker thread); failures are logged and skipped."""
+        out = []
+        for tp, topic_id, config in todo:
+            try:
+                out.append((tp, self._open(tp, topic_id, config)))
+            except OSError as exc:  # e.g. out of file descriptors: this partition stays offline here
+                log.error("cannot open partition", extra={"tp": str(tp), "error": exc.strerror})
+        return out
+
     def _open(self, tp: TopicPartition, topic_id: str, config: LogConfig) -> Partition:
         path = self._dir(tp)
         id_file = os.path.join(path, TOPIC_ID_FILE)
@@ -243,7 +282,6 @@ class ReplicaManager:
             f.write(topic_id)
         plog = PartitionLog(path, config, self.clock)
         part = Partition(tp, plog, self.broker_id, self.clock)
-        self.partitions[tp] = part
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part
@@ -312,7 +350,7 @@ class ReplicaManager:
                                waits: list[ReplicationWait]) -> dict[TopicPartition, ProduceResult]:
         """Wait until the appends of ``append`` are replicated as acks=all asks (no-op otherwise)."""
         if waits:
-            timeout = max(timeout_ms, 0) / 1000
+            timeout = request_limits.produce_timeout_ms(timeout_ms) / 1000
             done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
             for (tp, part, _, _), ok in zip(waits, done):
                 if not ok:
@@ -349,8 +387,13 @@ class ReplicaManager:
                 out[spec.tp] = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
         return out, total, error
 
+    def _some_partition_changed(self) -> None:
+        self._any_changed.set()
+        self._any_changed = asyncio.Event()
+
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
-        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+        params = params.bounded()
+        deadline = time.monotonic() + params.max_wait_ms / 1000
         while True:
             started = time.perf_counter()
             results, total, error = self._read_once(params)
@@ -358,15 +401,29 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if total >= params.min_bytes or error or remaining <= 0:
                 return results
-            events = [self.partitions[s.tp].changed for s in params.specs if s.tp in self.partitions]
-            if not events:
-                return results
-            waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
-            try:
-                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waiters:
-                    w.cancel()
+            if not await self._wait_for_change(params.specs, remaining):
+                return results  # nothing changed while waiting: the same answer, without reading again
+
+    async def _wait_for_change(self, specs: list[FetchSpec], timeout: float) -> bool:
+        """Wait until one of the partitions changes (True) or ``timeout`` passes (False).
+
+        A few partitions wait on their own events; a fetch over many (a follower's) waits on the
+        broker-wide signal instead of one task per partition every round, and re-reads on any change."""
+        if len(specs) > FETCH_WAIT_PER_PARTITION_MAX:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._any_changed.wait(), timeout)
+                return True
+            return False
+        events = [self.partitions[s.tp].changed for s in specs if s.tp in self.partitions]
+        if not events:
+            return False
+        waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        return bool(done)
 
     # -- list offsets --------------------------------------------------------------------------------------
 
@@ -379,6 +436,14 @@ class ReplicaManager:
             return part.log.log_start_offset, -1, part.leader_epoch
         if timestamp == -1:
             return (part.high_watermark if for_consumer else part.log_end_offset), -1, part.leader_epoch
+        if timestamp == MAX_TIMESTAMP:
+            found = offset_of_max_timestamp(part.log)
+            if found is None or (for_consumer and found[0] >= part.high_watermark):
+                return -1, -1, part.leader_epoch
+            return found[0], found[1], part.leader_epoch
+        if timestamp < 0:
+            raise TidelogError(f"timestamp {timestamp}: use -1 (latest), -2 (earliest), -3 (max timestamp) "
+                               "or a time in ms", code=ErrorCode.INVALID_REQUEST)
         found = part.offset_for_timestamp(timestamp, for_consumer)
         if found is None:
             return -1, -1, part.leader_epoch
@@ -406,6 +471,7 @@ class ReplicaManager:
         for fetcher in list(self.fetchers.values()):
             await fetcher.close()
         self.fetchers.clear()
+        self._replicated = []
         for task in list(self._isr_tasks):
             task.cancel()
         if self._controller_channel is not None:

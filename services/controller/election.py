@@ -21,6 +21,7 @@ from typing import Any
 
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.store import MetadataStore
+from shared.netprobe import tcp_probe_async
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,23 @@ class ControllerElection:
                 await asyncio.sleep(self.tick_s)
 
     async def _wait_for_vacancy(self) -> None:
+        """Until the controller key is gone: its lease expired, or the holder crashed.
+
+        A crashed holder's lease lives on for the session timeout; its gRPC port refusing
+        connections twice in a row tells at once (a paused process still accepts them), and the
+        key it created is deleted, guarded by its create revision (its epoch)."""
         key = self.store.keys.controller()
-        while await self.store.get(key) is not None:
+        refusals = 0
+        while (got := await self.store.get(key)) is not None:
+            holder, epoch, _ = got
+            address = holder.get("address", "") if isinstance(holder, dict) else ""
+            refused = bool(address) and await tcp_probe_async(address, 0.2) == "refused"
+            refusals = refusals + 1 if refused else 0
+            if refusals >= 2:
+                if await self.store.delete_if_created(key, epoch):
+                    log.info("active controller's port refuses connections: its key is removed",
+                             extra={"holder": holder.get("id"), "epoch": epoch})
+                return
             await asyncio.sleep(self.tick_s / 2)
 
     async def _be_active(self, epoch: int) -> None:

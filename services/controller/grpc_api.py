@@ -26,7 +26,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         if pc is None:
             return pb.AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message="not the active controller")
         try:
-            st = await pc.alter_partition(request.broker_id, TopicPartition(request.topic, request.partition),
+            st = await pc.alter_partition(request.broker_id, request.incarnation,
+                                          TopicPartition(request.topic, request.partition),
                                           request.leader_epoch, request.partition_epoch, list(request.new_isr))
         except TidelogError as exc:
             return pb.AlterPartitionResponse(error_code=exc.code, error_message=str(exc))
@@ -38,7 +39,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         if pc is None:
             return pb.ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message="not the active controller")
         try:
-            stuck = await pc.controlled_shutdown(request.broker_id)
+            stuck = await pc.controlled_shutdown(request.broker_id, request.incarnation)
         except TidelogError as exc:
             return pb.ControlledShutdownResponse(error_code=exc.code, error_message=str(exc))
         return pb.ControlledShutdownResponse(remaining_leaderships=stuck)

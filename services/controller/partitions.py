@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import ErrorCode, StaleBrokerEpochError, TidelogError
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.types import TopicPartition
 
@@ -96,6 +96,17 @@ def preferred_elections(
         if st.leader != pref and pref in live and pref in st.isr:
             out[tp] = PartitionState(pref, st.leader_epoch + 1, list(st.isr), st.partition_epoch + 1)
     return out
+
+
+def check_broker_epoch(registration: Mapping[str, object] | None, broker: int, incarnation: str) -> None:
+    """Refuse an internal request unless ``broker`` is registered now with this ``incarnation``
+    (Kafka's broker epoch): a forged id, or a stale process of a restarted broker, is fenced."""
+    if registration is None:
+        raise StaleBrokerEpochError(f"broker {broker} is not registered")
+    if not incarnation or str(registration.get("incarnation", "")) != incarnation:
+        raise StaleBrokerEpochError(
+            f"broker {broker} incarnation {incarnation!r} is not the live one"
+        )
 
 
 def alter_partition(

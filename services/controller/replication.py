@@ -19,6 +19,7 @@ from typing import Any
 from services.controller.election import ConflictError, ControllerElection, FencedError
 from services.controller.partitions import (
     alter_partition,
+    check_broker_epoch,
     on_brokers_changed,
     on_controlled_shutdown,
     preferred_elections,
@@ -27,6 +28,7 @@ from shared.config import effective_configs
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore
+from shared.metadata.txn_limits import chunked
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.netprobe import tcp_probe_async
 from shared.types import TopicPartition
@@ -112,15 +114,18 @@ class PartitionController:
                      revs: dict[TopicPartition, int], why: str) -> None:
         if not changes:
             return
-        ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in changes.items()]
-        compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp in changes]
-        started = time.monotonic()
-        await self.election.write(ops, compares, "partition state changed concurrently")
-        if self.observer is not None:
-            self.observer.applied(changes, why, time.monotonic() - started)
-        for tp, st in changes.items():
-            log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
-                                                       "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
+        # Each partition's change stands alone (guarded by its own revision), so a large change set is
+        # applied in chunks under etcd's per-transaction limits.
+        for chunk in chunked(list(changes.items())):
+            ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in chunk]
+            compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp, _ in chunk]
+            started = time.monotonic()
+            await self.election.write(ops, compares, "partition state changed concurrently")
+            if self.observer is not None:
+                self.observer.applied(dict(chunk), why, time.monotonic() - started)
+            for tp, st in chunk:
+                log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
+                                                           "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
 
     # -- triggers ------------------------------------------------------------------------------------
 
@@ -176,9 +181,15 @@ class PartitionController:
 
     # -- requests ------------------------------------------------------------------------------------
 
-    async def alter_partition(self, broker: int, tp: TopicPartition, leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> PartitionState:
+    async def check_broker_epoch(self, broker: int, incarnation: str) -> None:
+        """STALE_BROKER_EPOCH unless ``broker`` is registered in etcd right now with ``incarnation``."""
+        got = await self.store.get(self.keys.broker(broker))
+        check_broker_epoch(got[0] if got else None, broker, incarnation)
+
+    async def alter_partition(self, broker: int, incarnation: str, tp: TopicPartition, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> PartitionState:
         async with self.lock:
+            await self.check_broker_epoch(broker, incarnation)
             got = await self.store.get(self.keys.partition(tp.topic, tp.partition))
             topic = await self.store.get(self.keys.topic(tp.topic))
             if got is None or topic is None:
@@ -192,8 +203,9 @@ class PartitionController:
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
             return new
 
-    async def controlled_shutdown(self, broker: int) -> int:
+    async def controlled_shutdown(self, broker: int, incarnation: str) -> int:
         async with self.lock:
+            await self.check_broker_epoch(broker, incarnation)
             topics, states, live = await self.load()
             changes, stuck = on_controlled_shutdown(topics, {tp: s for tp, (s, _) in states.items()}, broker,
                                                     live - {broker})

@@ -8,13 +8,14 @@ lost silently.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from typing import Any
 
 from services.controller.assignment import InvalidPartitionsError, assign_replicas
 from services.controller.election import ControllerElection
-from shared.config import TOPIC_CONFIGS, effective_configs, validate_topic_configs
+from shared.config import TOPIC_CONFIGS, check_min_insync_replicas, effective_configs, validate_topic_configs
 from shared.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -24,6 +25,7 @@ from shared.errors import (
 )
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore
+from shared.metadata.txn_limits import split_writes
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.topic_names import INTERNAL_TOPICS, find_collision, validate_topic_name
 
@@ -40,6 +42,8 @@ class TopicManager:
         self.keys: Keys = store.keys
         self.election = election
         self.rng = rng or random.Random()
+        # Multi-transaction writes (create, add partitions) of this controller, one at a time.
+        self._write_lock = asyncio.Lock()
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -97,6 +101,7 @@ class TopicManager:
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
         parsed = validate_topic_configs(configs)
+        check_min_insync_replicas(parsed, replication_factor)
         existing = await self.topic_names()
         if name in existing:
             raise TopicExistsError(f"topic {name!r} already exists")
@@ -106,11 +111,22 @@ class TopicManager:
         brokers = await self.live_brokers()
         assignment = assign_replicas(brokers, partitions, replication_factor, rng=self.rng)
         record = TopicRecord(name, uuid.uuid4().hex, assignment, {k: str(v).lower() if isinstance(v, bool) else v for k, v in parsed.items()})
-        ops = [self.store.op_put(self.keys.topic(name), record.to_json())]
-        for p, replicas in assignment.items():
-            ops.append(self.store.op_put(self.keys.partition(name, p), PartitionState(replicas[0], 0, list(replicas)).to_json()))
-        await self._write(ops, [self.store.cmp_absent(self.keys.topic(name))], f"topic {name!r} was created concurrently")
+        absent = [self.store.cmp_absent(self.keys.topic(name))]
+        conflict = f"topic {name!r} was created concurrently"
+        async with self._write_lock:
+            # Leftovers of a create that failed half-way (partition states without a topic record).
+            await self._write([self.store.op_delete(self.keys.partitions_prefix(name), prefix=True)], absent, conflict)
+            await self._write_partition_states(name, assignment, absent, conflict)
+            await self._write([self.store.op_put(self.keys.topic(name), record.to_json())], absent, conflict)
         return await self.describe(name)
+
+    async def _write_partition_states(self, name: str, assignment: dict[int, list[int]], compares: list[Any],
+                                      conflict: str) -> None:
+        """Initial states of new partitions, in as many transactions as etcd's limits need. They are
+        invisible until the topic record that lists them is written (the single commit point)."""
+        states = ((self.keys.partition(name, p), PartitionState(r[0], 0, list(r)).to_json()) for p, r in assignment.items())
+        for chunk in split_writes(states):
+            await self._write([self.store.op_put(k, v) for k, v in chunk], compares, conflict)
 
     async def delete(self, name: str) -> None:
         _, rev = await self.get_topic(name)
@@ -129,6 +145,7 @@ class TopicManager:
                 raise InvalidConfigError(f"unknown topic config {k!r}")
         configs = {k: v for k, v in topic.configs.items() if changes.get(k, "keep") is not None}
         configs.update({k: str(v).lower() if isinstance(v, bool) else v for k, v in parsed.items()})
+        check_min_insync_replicas(validate_topic_configs(configs), len(topic.assignment[0]))
         new = TopicRecord(topic.name, topic.topic_id, topic.assignment, configs)
         await self._write(
             [self.store.op_put(self.keys.topic(name), new.to_json())],
@@ -148,10 +165,11 @@ class TopicManager:
         brokers = await self.live_brokers()
         extra = assign_replicas(brokers, total - current, rf, first_partition=current, rng=self.rng)
         new = TopicRecord(topic.name, topic.topic_id, {**topic.assignment, **extra}, topic.configs)
-        ops = [self.store.op_put(self.keys.topic(name), new.to_json())]
-        for p, replicas in extra.items():
-            ops.append(self.store.op_put(self.keys.partition(name, p), PartitionState(replicas[0], 0, list(replicas)).to_json()))
-        await self._write(ops, [self.store.cmp_mod_revision(self.keys.topic(name), rev)], f"topic {name!r} changed concurrently")
+        unchanged = [self.store.cmp_mod_revision(self.keys.topic(name), rev)]
+        conflict = f"topic {name!r} changed concurrently"
+        async with self._write_lock:
+            await self._write_partition_states(name, extra, unchanged, conflict)
+            await self._write([self.store.op_put(self.keys.topic(name), new.to_json())], unchanged, conflict)
         return await self.describe(name)
 
     async def _write(self, ops: list[Any], compares: list[Any], conflict: str) -> None:

@@ -7,6 +7,7 @@ import click
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
 from shared.cli.bench_group import bench_group
+from shared.cli.bench_partitions import bench_partitions
 from shared.cli.bench_quota import bench_quota
 from shared.cli.cleaner_cmds import cleaner
 from shared.cli.cluster_cmds import down, status, up
@@ -47,6 +48,7 @@ bench.add_command(bench_failover)
 cli.add_command(cleaner)
 bench.add_command(bench_group)
 bench.add_command(bench_quota)
+bench.add_command(bench_partitions)
 
 
 def main() -> None:

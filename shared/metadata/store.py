@@ -140,6 +140,14 @@ class MetadataStore:
         )
         return bool(ok)
 
+    async def delete_if_created(self, key: bytes, create_revision: int) -> bool:
+        """Delete ``key`` only if it is still the one created at ``create_revision``."""
+        t = self.client.transactions
+        ok, _ = await self.client.transaction(
+            compare=[t.create(key) == create_revision], success=[t.delete(key)], failure=[]
+        )
+        return bool(ok)
+
     def cmp_absent(self, key: bytes) -> Any:
         return self.client.transactions.create(key) == 0
 
@@ -225,28 +233,47 @@ class MetadataStore:
     async def _watch_loop(self, prefix: bytes, on_change: Callable[[Snapshot], Awaitable[None] | None]) -> None:
         while True:
             watch = None
+            refresher = None
             try:
                 snapshot = await self.get_prefix(prefix)
                 rev = max((m for _, _, m in snapshot.values()), default=0)
                 await _maybe_await(on_change(snapshot))
                 watch = await self.client.watch_prefix(prefix, start_revision=rev + 1 if rev else None)
+                # Events only mark the prefix dirty; one task re-reads it. A burst (a transaction of
+                # 120 puts, a 10,000-partition topic written in chunks) costs a few reads, not one each.
+                dirty = asyncio.Event()
+                refresher = asyncio.ensure_future(self._refresh_when_dirty(prefix, dirty, on_change))
                 if not rev:
                     # Started at "now" on an empty prefix: keys created between the read and the
                     # watch would be missed (their events predate it), so read once more.
-                    again = await self.get_prefix(prefix)
-                    if again:
-                        await _maybe_await(on_change(again))
+                    dirty.set()
                 async for _event in watch:
-                    await _maybe_await(on_change(await self.get_prefix(prefix)))
+                    dirty.set()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("watch failed, reconnecting", extra={"prefix": prefix.decode(), "error": str(exc)})
                 await asyncio.sleep(0.5)
             finally:
+                if refresher is not None:
+                    refresher.cancel()
                 if watch is not None:
                     with contextlib.suppress(BaseException):
                         await asyncio.wait_for(watch.cancel(), 1)
+
+    async def _refresh_when_dirty(self, prefix: bytes, dirty: asyncio.Event,
+                                  on_change: Callable[[Snapshot], Awaitable[None] | None]) -> None:
+        while True:
+            await dirty.wait()
+            dirty.clear()
+            try:
+                await _maybe_await(on_change(await self.get_prefix(prefix)))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("watch refresh failed, retrying", extra={"prefix": prefix.decode(), "error": str(exc)})
+                await asyncio.sleep(0.5)
+                dirty.set()
 
 
 async def _maybe_await(result: Awaitable[None] | None) -> None:

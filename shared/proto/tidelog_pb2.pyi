@@ -363,20 +363,22 @@ class InitProducerIdResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionRequest(_message.Message):
-    __slots__ = ("broker_id", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr")
+    __slots__ = ("broker_id", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr", "incarnation")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     topic: str
     partition: int
     leader_epoch: int
     partition_epoch: int
     new_isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, broker_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, broker_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class AlterPartitionResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "leader", "leader_epoch", "isr", "partition_epoch")

@@ -25,20 +25,38 @@ class _IndexFile:
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Opened on the first write: an empty partition holds no index descriptors, so a broker
+        # hosting thousands of idle partitions stays within its open-file limit.
+        self._fd = -1
+
+    def fd(self) -> int:
+        """The descriptor, opening (creating) the file if needed."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
 
     def _write(self, data: bytes) -> None:
-        os.write(self._fd, data)
+        os.write(self.fd(), data)
 
     def _read_all(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        return os.pread(self._fd, size, 0) if size else b""
+        if self._fd >= 0:
+            size = os.fstat(self._fd).st_size
+            return os.pread(self._fd, size, 0) if size else b""
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
 
     def _reset_file(self) -> None:
-        os.ftruncate(self._fd, 0)
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+        elif os.path.exists(self.path):
+            os.truncate(self.path, 0)
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._fd >= 0:
+            os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -260,6 +260,7 @@ class PartitionLog:
             seg.size + size > self.config.segment_bytes
             or now - seg.created_ms >= self.config.segment_ms
             or last_offset - seg.base_offset > _MAX_RELATIVE_OFFSET
+            or seg.indexes_full(self.config.segment_index_bytes)
         ):
             seg = self.roll(first_offset)
         elif seg.size == 0 and seg.base_offset != first_offset:
@@ -271,7 +272,8 @@ class PartitionLog:
         try:
             seg.append(parts, index_info)
         except OSError as exc:
-            raise StorageError(f"append to {seg.log_path} failed: {exc}") from exc
+            # The message reaches clients: the partition's name and the OS reason, never a server path.
+            raise StorageError(f"append to {os.path.basename(self.directory)} failed: {exc.strerror}") from exc
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         seg = LogSegment(self.directory, base_offset, self.config.index_interval_bytes, self.clock())
@@ -357,7 +359,7 @@ class PartitionLog:
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self.log_start_offset}, {leo}] in {self.directory}"
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] in {os.path.basename(self.directory)}"
             )
         limit = leo if max_offset is None else min(max_offset, leo)
         if offset >= limit:

@@ -43,6 +43,11 @@ class LogSegment:
         self.max_timestamp = -1
         self._bytes_since_index = 0
 
+    def indexes_full(self, max_index_bytes: int) -> bool:
+        """True once either index holds ``segment.index.bytes`` worth of entries (Kafka rolls then:
+        8-byte offset entries, 12-byte time entries)."""
+        return len(self.offset_index) >= max_index_bytes // 8 or len(self.time_index) >= max_index_bytes // 12
+
     # -- writing -----------------------------------------------------------
 
     def append(
@@ -83,7 +88,7 @@ class LogSegment:
     def dup_fds(self) -> list[int]:
         """Duplicates of the log and index descriptors, for an fsync from another thread that must
         not race with this segment being closed or deleted (the duplicates keep the files open)."""
-        return [os.dup(self._fd), os.dup(self.offset_index._fd), os.dup(self.time_index._fd)]
+        return [os.dup(self._fd), os.dup(self.offset_index.fd()), os.dup(self.time_index.fd())]
 
     # -- reading -----------------------------------------------------------
 

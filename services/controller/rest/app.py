@@ -11,6 +11,7 @@ from fastapi_offline import FastAPIOffline
 
 from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics
 from services.controller.rest.docs import keep_docs_offline
+from services.controller.rest.errors import document_errors
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -38,6 +39,7 @@ def create_app(controller: Any) -> FastAPI:
     app.include_router(cleaner.router)
     app.include_router(groups.router)
     app.include_router(quotas.router)
+    document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:

@@ -1,0 +1,178 @@
+"""``tidelog bench partitions``: a local cluster holding thousands of partitions, measured.
+
+Starts its own cluster (etcd, 2 controllers, N brokers, no other roles) in a
+fresh directory, then reports, with one line per step:
+
+* ``up_empty_s``: start-up of the empty cluster;
+* ``create_s``: creating the topic (REST answer), ``ready_s``: until every
+  broker's metadata shows a leader for every partition and each leader accepts
+  a write (one acks=all record per partition, each partition's high watermark
+  then 1, by ListOffsets);
+* idle CPU (% of one core) and RSS of each broker and controller over
+  ``--idle-seconds`` with no traffic;
+* ``failover_elected_s`` / ``failover_s``: SIGKILL of the active controller until
+  the standby is the active one in etcd / until it answers a describe of the topic;
+* ``restart_up_s``: stop everything and ``up`` again on the same data, until
+  every partition has a leader again and takes a second record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from typing import Any
+
+import click
+import grpc
+import httpx
+
+from shared.cli.launcher import ClusterSpec, LocalCluster
+from shared.client import Consumer, Producer, TopicPartition
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _until(pred: Any, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        try:
+            if pred():
+                return time.monotonic() - t0
+        except (grpc.RpcError, httpx.HTTPError, OSError, KeyError):
+            pass
+        time.sleep(0.2)
+    raise click.ClickException(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _all_led(lc: LocalCluster, topic: str, partitions: int) -> bool:
+    for proc in (p for p in lc.procs if p.role == "broker"):
+        with grpc.insecure_channel(proc.address) as ch:
+            t = pb_grpc.BrokerStub(ch).Metadata(pb.MetadataRequest(topics=[topic]), timeout=10).topics[0]
+        if len(t.partitions) != partitions or any(p.leader < 0 for p in t.partitions):
+            return False
+    return True
+
+
+def _write_and_read_each(bootstrap: str, topic: str, partitions: int, expected_end: int = 1) -> None:
+    producer = Producer(bootstrap, acks=-1, linger_ms=5)
+    futures = [producer.send(topic, b"x", partition=p) for p in range(partitions)]
+    for f in futures:
+        f.get(120)
+    producer.close()
+    consumer = Consumer(bootstrap)
+    pending = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + 120
+    while pending and time.monotonic() < deadline:  # a leader elected meanwhile may lag a moment
+        ends = consumer.end_offsets(pending)
+        pending = [tp for tp, end in ends.items() if end != expected_end]
+        if pending:
+            time.sleep(0.5)
+    consumer.close()
+    if pending:
+        raise click.ClickException(f"{len(pending)} partitions do not show the record at their high watermark")
+
+
+def _idle(lc: LocalCluster, seconds: float) -> dict[str, dict[str, float]]:
+    procs = [p for p in lc.procs if p.role in ("broker", "controller") and p.popen and p.popen.poll() is None]
+    before = {p.pid: cpu_seconds(p.pid) for p in procs}
+    time.sleep(seconds)
+    return {f"{p.role}-{p.id}": {"cpu_pct": round(100 * (cpu_seconds(p.pid) - before[p.pid]) / seconds, 2),
+                                 "rss_mib": round(rss_mib(p.pid), 1)} for p in procs}
+
+
+def _failover(lc: LocalCluster, topic: str) -> tuple[float, float]:
+    view = httpx.get(f"{lc.describe()['rest']}/v1/cluster", timeout=10).json()
+    active = view["controller"]["id"]
+    victim = next(p for p in lc.procs if p.role == "controller" and p.id == str(active))
+    other = next(p for p in lc.procs if p.role == "controller" and p.id != str(active))
+    os.kill(victim.pid, signal.SIGKILL)
+    t0 = time.monotonic()
+
+    def elected() -> bool:
+        v = httpx.get(f"{other.info['rest']}/v1/cluster", timeout=5).json()
+        return bool(v["controller"]) and v["controller"]["id"] != active
+
+    _until(elected, 60, "a new active controller")
+    elected_s = time.monotonic() - t0
+    _until(lambda: httpx.get(f"{other.info['rest']}/v1/topics/{topic}", timeout=10).status_code == 200, 60,
+           "the new controller to describe the topic")
+    return elected_s, time.monotonic() - t0
+
+
+@click.command("partitions")
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=5_000, show_default=True)
+@click.option("--brokers", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1, 9), default=1, show_default=True)
+@click.option("--idle-seconds", type=click.FloatRange(1, 600), default=20.0, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(2000), default=6000, show_default=True)
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="default: a temp dir, removed after")
+@click.option("--json", "as_json", is_flag=True)
+def bench_partitions(partitions: int, brokers: int, replication_factor: int, idle_seconds: float,
+                     session_timeout_ms: int, data_dir: str | None, as_json: bool) -> None:
+    """A local cluster holding thousands of partitions: creation, idle CPU/RSS, failover, restart."""
+    directory = data_dir or tempfile.mkdtemp(prefix="tidelog-bench-partitions-")
+    spec = ClusterSpec(data_dir=directory, controllers=2, brokers=brokers, coordinators=0, cleaners=0, quotas=0,
+                       session_timeout_ms=session_timeout_ms)
+    topic = "bench-partitions"
+    out: dict[str, Any] = {"partitions": partitions, "brokers": brokers, "replication_factor": replication_factor}
+
+    def step(name: str, value: Any) -> None:
+        out[name] = value
+        if not as_json:
+            click.echo(f"{name}: {value}")
+
+    lc = LocalCluster(spec)
+    try:
+        t0 = time.monotonic()
+        lc.start(timeout=120)
+        step("up_empty_s", round(time.monotonic() - t0, 2))
+        rest = lc.describe()["rest"]
+        t0 = time.monotonic()
+        r = httpx.post(f"{rest}/v1/topics", json={"name": topic, "partitions": partitions,
+                                                   "replication_factor": replication_factor}, timeout=600)
+        if r.status_code != 201:
+            raise click.ClickException(f"create failed: {r.status_code} {r.text[:300]}")
+        step("create_s", round(time.monotonic() - t0, 2))
+        _until(lambda: _all_led(lc, topic, partitions), 600, "leaders for every partition")
+        bootstrap = ",".join(p.address for p in lc.procs if p.role == "broker")
+        _write_and_read_each(bootstrap, topic, partitions)
+        step("ready_s", round(time.monotonic() - t0, 2))
+        step("idle", _idle(lc, idle_seconds))
+        elected_s, answered_s = _failover(lc, topic)
+        step("failover_elected_s", round(elected_s, 2))
+        step("failover_s", round(answered_s, 2))
+        lc.stop()
+        lc = LocalCluster(spec)
+        t0 = time.monotonic()
+        lc.start(timeout=600)
+        _until(lambda: _all_led(lc, topic, partitions), 600, "leaders after the restart")
+        bootstrap = ",".join(p.address for p in lc.procs if p.role == "broker")
+        _write_and_read_each(bootstrap, topic, partitions, expected_end=2)  # every log open and writable
+        step("restart_up_s", round(time.monotonic() - t0, 2))
+        step("idle_after_restart", _idle(lc, idle_seconds))
+    finally:
+        lc.stop()
+        if data_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps(out))
