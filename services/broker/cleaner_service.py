@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -21,10 +22,10 @@ from services.broker.log.compaction import LogChangedError, OfferedJob, apply_re
 from services.broker.log.replace import remove_expired_deletes
 from services.broker.partition import Partition
 from services.broker.replica_manager import ReplicaManager
-from services.cleaner.cleaning import CleanedSegment
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES
-from services.cleaner.selection import assess, choose_filthiest
-from services.cleaner.verify import CleanVerificationError, verify_result
+from shared.compaction.cleaning import CleanedSegment
+from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
+from shared.compaction.selection import assess, choose_filthiest
+from shared.compaction.verify import CleanVerificationError, verify_result
 from shared.errors import ErrorCode
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
@@ -71,7 +72,7 @@ class CleanerJobs:
             return None
         tp, part = logs[chosen.name]
         last = {e.batches[-1].last_offset for e in part.producers.producers.values() if e.batches}
-        offered = make_job(part.log, chosen, now, last, self.dedupe_buffer_bytes)
+        offered = make_job(part.log, chosen, now, last, self.dedupe_buffer_bytes, secrets.randbits(64))
         return self.board.lease(chosen.name, worker, JobPayload(tp, part, offered), now)
 
     async def complete(self, job_id: str, worker: str, segments: list[CleanedSegment], map_end: int) -> None:
@@ -141,7 +142,7 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
             now_ms=job.now_ms, delete_retention_ms=job.delete_retention_ms, segment_bytes=job.segment_bytes,
             dedupe_buffer_bytes=job.dedupe_buffer_bytes, producer_last_offsets=sorted(job.producer_last_offsets),
             segment_bases=[s.base_offset for s in job.segments], lease_deadline_ms=lease.deadline_ms,
-            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes)
+            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes, hash_seed=job.hash_seed)
 
     async def ReadSegments(self, request: cpb.ReadSegmentsRequest, context: grpc.aio.ServicerContext
                            ) -> AsyncIterator[cpb.SegmentChunk]:

@@ -4,7 +4,7 @@ Stateless: everything a job needs comes from the broker (the segments and the de
 made: range, time, delete retention, segment size, map size, producers' last batches). The
 lease is renewed every third of its length while the cleaning runs in a thread; when the
 broker says the lease is gone, the work is dropped. Only translation and I/O live here; the
-cleaning is ``services.cleaner.cleaning.clean``.
+cleaning is ``shared.compaction.cleaning.clean``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 
 import grpc
 
-from services.cleaner.cleaning import CleanJob, CleanResult, SegmentData, clean
 from services.cleaner.throttle import Throttler
+from shared.compaction.cleaning import CleanJob, CleanResult, SegmentData, clean
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 
@@ -36,7 +36,7 @@ def job_from(resp: cpb.AcquireJobResponse, segments: Iterable[SegmentData]) -> C
     return CleanJob(tuple(segments), resp.first_dirty, resp.end, resp.now_ms,
                     delete_retention_ms=resp.delete_retention_ms, segment_bytes=resp.segment_bytes,
                     dedupe_buffer_bytes=resp.dedupe_buffer_bytes,
-                    producer_last_offsets=frozenset(resp.producer_last_offsets))
+                    producer_last_offsets=frozenset(resp.producer_last_offsets), hash_seed=resp.hash_seed)
 
 
 async def throttle(throttler: Throttler, n: int) -> None:
@@ -106,11 +106,17 @@ async def run_job(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, work
 
 async def _clean_and_send(stub: cgrpc.LogCleanerStub, resp: cpb.AcquireJobResponse, worker: str,
                           state: dict[str, float], throttler: Throttler) -> tuple[bool, str]:
+    t0 = time.monotonic()
     segments = await read_segments(stub, resp.job_id, worker, throttler)
     state["progress"] = 0.3
+    t1 = time.monotonic()
     result = await asyncio.to_thread(clean, job_from(resp, segments))
     state["progress"] = 0.9
+    t2 = time.monotonic()
     answer = await stub.CompleteJob(result_chunks(resp.job_id, worker, result, throttler))
+    t3 = time.monotonic()
+    log.info("job timings", extra={"job": resp.job_id, "bytes": resp.total_bytes, "read_s": round(t1 - t0, 3),
+                                   "clean_s": round(t2 - t1, 3), "send_and_check_s": round(t3 - t2, 3)})
     return answer.error_code == 0, answer.message
 
 

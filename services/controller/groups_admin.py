@@ -45,6 +45,16 @@ class GroupAdmin:
             raise TidelogError(f"no coordinator owns partition {p}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return cpb_grpc.GroupCoordinatorStub(grpc.aio.insecure_channel(str(owner["address"])))
 
+    async def groups_can_exist(self) -> bool:
+        """False before ``__consumer_offsets`` exists: no group was ever stored, none can be found
+        (a cluster without coordinators, or one just starting)."""
+        return await self.store.get(self.keys.topic(OFFSETS_TOPIC)) is not None
+
+    async def _require_offsets_topic(self, group_id: str) -> None:
+        if not await self.groups_can_exist():
+            raise TidelogError(f"group {group_id!r} does not exist (no __consumer_offsets yet)",
+                               code=ErrorCode.GROUP_ID_NOT_FOUND)
+
     async def call(self, group_id: str, method: str, request: Any, attempts: int = 20) -> Any:
         last: Any = None
         for _ in range(attempts):
@@ -99,6 +109,7 @@ class GroupAdmin:
                 if p.committed_offset >= 0}
 
     async def describe(self, group_id: str) -> dict[str, Any]:
+        await self._require_offsets_topic(group_id)
         resp = await self.call(group_id, "DescribeGroups", cpb.DescribeGroupsRequest(group_ids=[group_id]))
         g = resp.groups[0]
         if g.error_code:
@@ -120,6 +131,7 @@ class GroupAdmin:
                 "coordinator_partition": g.coordinator_partition, "members": members, "partitions": partitions}
 
     async def delete(self, group_id: str) -> None:
+        await self._require_offsets_topic(group_id)
         resp = await self.call(group_id, "DeleteGroups", cpb.DeleteGroupsRequest(group_ids=[group_id]))
         r = resp.results[0]
         if r.error_code:
@@ -127,13 +139,16 @@ class GroupAdmin:
 
     async def reset_offsets(self, group_id: str, tps: list[TopicPartition], kind: str, value: int | None,
                             execute: bool) -> list[dict[str, Any]]:
-        """New offsets as kafka-consumer-groups.sh --reset-offsets computes them, committed if ``execute``."""
-        described = await self.call(group_id, "DescribeGroups", cpb.DescribeGroupsRequest(group_ids=[group_id]))
-        g = described.groups[0]
-        if g.error_code == 0 and g.members:
-            raise TidelogError(f"group {group_id!r} has {len(g.members)} members; stop them first",
-                               code=ErrorCode.NON_EMPTY_GROUP)
-        current = await self.committed(group_id) if g.error_code == 0 else {}
+        """New offsets as kafka-consumer-groups.sh --reset-offsets computes them, committed if ``execute``
+        (a dry run needs no coordinator before ``__consumer_offsets`` exists: nothing is committed yet)."""
+        current: dict[TopicPartition, int] = {}
+        if execute or await self.groups_can_exist():
+            described = await self.call(group_id, "DescribeGroups", cpb.DescribeGroupsRequest(group_ids=[group_id]))
+            g = described.groups[0]
+            if g.error_code == 0 and g.members:
+                raise TidelogError(f"group {group_id!r} has {len(g.members)} members; stop them first",
+                                   code=ErrorCode.NON_EMPTY_GROUP)
+            current = await self.committed(group_id) if g.error_code == 0 else {}
         low, high = await self.list_offsets(tps, -2), await self.list_offsets(tps, -1)
         if kind == "timestamp":
             by_time = await self.list_offsets(tps, int(value or 0))

@@ -13,7 +13,7 @@ class AcquireJobRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
 
 class AcquireJobResponse(_message.Message):
-    __slots__ = ("found", "job_id", "log", "first_dirty", "end", "now_ms", "delete_retention_ms", "segment_bytes", "dedupe_buffer_bytes", "producer_last_offsets", "segment_bases", "lease_deadline_ms", "lease_ms", "total_bytes")
+    __slots__ = ("found", "job_id", "log", "first_dirty", "end", "now_ms", "delete_retention_ms", "segment_bytes", "dedupe_buffer_bytes", "producer_last_offsets", "segment_bases", "lease_deadline_ms", "lease_ms", "total_bytes", "hash_seed")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class AcquireJobResponse(_message.Message):
     LEASE_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HASH_SEED_FIELD_NUMBER: _ClassVar[int]
     found: bool
     job_id: str
     log: str
@@ -42,7 +43,8 @@ class AcquireJobResponse(_message.Message):
     lease_deadline_ms: int
     lease_ms: int
     total_bytes: int
-    def __init__(self, found: _Optional[bool] = ..., job_id: _Optional[str] = ..., log: _Optional[str] = ..., first_dirty: _Optional[int] = ..., end: _Optional[int] = ..., now_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ..., dedupe_buffer_bytes: _Optional[int] = ..., producer_last_offsets: _Optional[_Iterable[int]] = ..., segment_bases: _Optional[_Iterable[int]] = ..., lease_deadline_ms: _Optional[int] = ..., lease_ms: _Optional[int] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+    hash_seed: int
+    def __init__(self, found: _Optional[bool] = ..., job_id: _Optional[str] = ..., log: _Optional[str] = ..., first_dirty: _Optional[int] = ..., end: _Optional[int] = ..., now_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ..., dedupe_buffer_bytes: _Optional[int] = ..., producer_last_offsets: _Optional[_Iterable[int]] = ..., segment_bases: _Optional[_Iterable[int]] = ..., lease_deadline_ms: _Optional[int] = ..., lease_ms: _Optional[int] = ..., total_bytes: _Optional[int] = ..., hash_seed: _Optional[int] = ...) -> None: ...
 
 class ReadSegmentsRequest(_message.Message):
     __slots__ = ("job_id", "worker_id")

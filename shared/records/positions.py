@@ -68,6 +68,9 @@ def read_varints(arr: np.ndarray, p: np.ndarray, last: int) -> tuple[np.ndarray,
 
 #: A run of records of one length is followed with numpy once it is at least this long.
 _MIN_RUN = 8
+#: At most this many records are checked per run step: a walk over many batches' records (the
+#: cleaner walks a whole segment) would otherwise compare the whole rest of the data at every run.
+_MAX_RUN_CHECK = 2048
 
 
 def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: int,
@@ -89,6 +92,7 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
     i = 0
     dz = decode_zigzag
     scalar_until = 0  # walk this many records one by one before trying a run again
+    run_cap = _MAX_RUN_CHECK
     s_list: list[int] = []
     e_list: list[int] = []
     try:
@@ -108,13 +112,14 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
                 return None
             stride = size + length
             if i >= scalar_until and count - i >= _MIN_RUN:
-                k = min(count - i, (stop - pos) // stride)
+                k = min(count - i, (stop - pos) // stride, run_cap)
                 if k >= _MIN_RUN:
                     cand = pos + stride * np.arange(k, dtype=np.int64)
                     same = arr[cand] == arr[pos]
                     for j in range(1, size):
                         same &= arr[cand + j] == arr[pos + j]
                     m = int(k if same.all() else np.argmin(same))  # records in the run (the first always matches)
+                    run_cap = min(max(2 * m, 1024), _MAX_RUN_CHECK)  # about the last run's length
                     if m >= _MIN_RUN:
                         if s_list:
                             starts.append(np.array(s_list, np.int64))

@@ -22,6 +22,7 @@ from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.builder import encode_batch
 from shared.records.decoder import iter_records
 from tests.conftest import REPO, wait_for
+from tests.integration.etcd_probe import set_topic_configs
 
 
 def unique(prefix: str = "t") -> str:
@@ -527,9 +528,17 @@ def test_not_enough_replicas_is_retried_with_the_same_producer_id_and_reported_e
     """NOT_ENOUGH_REPLICAS is checked before the append: a definite refusal. The producer retries it
     until delivery_timeout_ms, logs the broker's message on the first refusal, and when the batch
     expires gives its sequence numbers back instead of taking a new producer id."""
-    _, bootstrap, admin = env
+    cluster, bootstrap, admin = env
     topic = unique()
-    admin.create_topic(topic, partitions=1, replication_factor=3, configs={"min.insync.replicas": 4})
+    admin.create_topic(topic, partitions=1, replication_factor=3)
+    # The controller refuses min.insync.replicas above the replication factor; a topic written by an older
+    # version can still hold it: put the override straight into etcd. The broker must refuse acks=all.
+    set_topic_configs(cluster.info["etcd"], cluster.info["cluster"], topic, {"min.insync.replicas": 4})
+    # Wait until the leader applies it: plain acks=all probes until one is refused (any accepted before that
+    # is counted: the offsets below start after them; almost always none).
+    stub, _ = leader_stub(cluster, admin, topic)
+    probes = wait_for(lambda: _probe_refused(stub, topic), 15, what="the leader refusing acks=all")
+    accepted_probes = [b"probe"] * probes.count(0)
     with Producer(bootstrap, acks="all", linger_ms=0, request_timeout_ms=2000, delivery_timeout_ms=3000) as p:
         refused = p.send(topic, b"refused")
         wait_for(lambda: any("NOT_ENOUGH_REPLICAS" in r.getMessage() and "min.insync.replicas=4" in r.getMessage()
@@ -540,9 +549,21 @@ def test_not_enough_replicas_is_retried_with_the_same_producer_id_and_reported_e
             refused.get(10)
         admin.alter_configs(topic, {"min.insync.replicas": 2})
         md = p.send(topic, b"accepted").get(20)
-        assert (md.offset, p.producer_id) == (0, pid), "same producer id; the refused batch's numbers were reused"
+        assert (md.offset, p.producer_id) == (len(accepted_probes), pid), "same producer id; the refused batch's numbers were reused"
     assert not any("taking a new producer id" in r.getMessage() for r in caplog.records)
-    assert [r.value for r in consume_all(bootstrap, topic, [0], 1)[0]] == [b"accepted"]
+    got = consume_all(bootstrap, topic, [0], len(accepted_probes) + 1)[0]
+    assert [r.value for r in got] == [*accepted_probes, b"accepted"]
+
+
+_PROBES: dict[str, list[int]] = defaultdict(list)
+
+
+def _probe_refused(stub, topic: str) -> list[int] | None:
+    """One acks=all produce of a plain record; the error codes seen so far once one is NOT_ENOUGH_REPLICAS
+    (0: appended; others, e.g. NOT_LEADER_OR_FOLLOWER while the new partition opens: nothing written)."""
+    code = produce_raw(stub, topic, 0, encode_batch([(1, None, b"probe", None)])).error_code
+    _PROBES[topic].append(code)
+    return _PROBES[topic] if code == ErrorCode.NOT_ENOUGH_REPLICAS else None
 
 
 def test_forking_a_subprocess_while_clients_are_busy(env) -> None:

@@ -17,7 +17,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import Cluster, start_cluster
+from tests.conftest import TEST_ENV, Cluster, start_cluster, wait_for
+from tests.integration.etcd_probe import offsets_owner_count
 
 MAX_FUZZ_PARTITIONS = 20  # generated topics stay small: the broker really creates them
 ENV = {"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
@@ -25,10 +26,17 @@ ENV = {"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
 
 @pytest.fixture(scope="module")
 def rest_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(str(tmp_path_factory.mktemp("rest-fuzz")), controllers=1, brokers=1, coordinators=0,
+    # One coordinator: the /v1/groups routes answer from a real one (without it, __consumer_offsets is never
+    # created and a group cannot be looked up). Wait until it owns every __consumer_offsets partition.
+    c = start_cluster(str(tmp_path_factory.mktemp("rest-fuzz")), controllers=1, brokers=1, coordinators=1,
                       cleaners=0, quotas=0, extra_env=ENV)
     r = httpx.post(f"{c.rest}/v1/topics", json={"name": "fuzz", "partitions": 2}, timeout=30)
     assert r.status_code == 201, r.text
+    partitions = int(TEST_ENV["TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS"])
+    wait_for(lambda: offsets_owner_count(c.info["etcd"], c.info["cluster"]) == partitions, 60,
+             what="the coordinator owning every __consumer_offsets partition")
+    wait_for(lambda: httpx.get(f"{c.rest}/v1/groups/fuzz-probe", timeout=30).status_code == 404, 30,
+             what="the coordinator answering DescribeGroups")
     yield c
     c.lc.stop()
 

@@ -1,6 +1,6 @@
 """The broker's side of compaction for one ``PartitionLog``: describe, offer, check, swap.
 
-* ``log_state``: the log as the pure selection rules see it (``services.cleaner.selection``);
+* ``log_state``: the log as the pure selection rules see it (``shared.compaction.selection``);
 * ``make_job``: the segments of a cleanable range as a ``CleanJob`` (read from the files);
 * ``apply_result``: refuse a result when the log changed under the job or when
   ``verify_result`` finds anything wrong; otherwise swap the cleaned segments in with
@@ -22,10 +22,10 @@ from services.broker.log.partition_log import PartitionLog, _read_checkpoint, _w
 from services.broker.log.replace import replace_segments
 from services.broker.log.segment import LogSegment
 from services.broker.log.segment_swap import StepHook, env_fault_hook
-from services.cleaner.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
-from services.cleaner.offset_map import DEFAULT_BUFFER_BYTES
-from services.cleaner.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
-from services.cleaner.verify import CleanVerificationError, verify_result
+from shared.compaction.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
+from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
+from shared.compaction.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
+from shared.compaction.verify import CleanVerificationError, verify_result
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -48,6 +48,7 @@ class OfferedJob:
     segment_bytes: int
     dedupe_buffer_bytes: int
     producer_last_offsets: frozenset[int]
+    hash_seed: int = 0  # the offset map's key-hash seed, drawn per job and never shown to producers
 
     @property
     def total_bytes(self) -> int:
@@ -77,7 +78,7 @@ class OfferedJob:
         if any(d.size != n for d, n in zip(data, self.sizes, strict=True)):
             raise LogChangedError("a segment of the job shrank")
         return CleanJob(data, self.first_dirty, self.end, self.now_ms, self.delete_retention_ms, self.segment_bytes,
-                        self.dedupe_buffer_bytes, self.producer_last_offsets)
+                        self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed)
 
 
 def read_cleaner_checkpoint(plog: PartitionLog) -> int | None:
@@ -112,7 +113,7 @@ def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
 
 
 def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_offsets: Collection[int] = (),
-             dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> OfferedJob:
+             dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, hash_seed: int = 0) -> OfferedJob:
     segs = tuple(s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable)
     return OfferedJob(
         segs, tuple(s.size for s in segs), c.first_dirty, c.first_uncleanable, now_ms,
@@ -120,6 +121,7 @@ def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_off
         segment_bytes=plog.config.segment_bytes,
         dedupe_buffer_bytes=dedupe_buffer_bytes,
         producer_last_offsets=frozenset(producer_last_offsets),
+        hash_seed=hash_seed,
     )
 
 

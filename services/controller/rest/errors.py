@@ -20,6 +20,11 @@ from starlette.exceptions import HTTPException
 TOPIC_NAME_PATTERN = r"^([a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.\.[a-zA-Z0-9._-]+)$"
 TOPIC_NAME_MAX = 249
 TOPIC_NAME_SCHEMA: dict[str, Any] = {"pattern": TOPIC_NAME_PATTERN, "minLength": 1, "maxLength": TOPIC_NAME_MAX}
+#: Group ids, client ids and user names: Kafka takes any string; here 1-255 characters without control
+#: characters (C0, DEL, C1) and, for path segments, without '/'. The services check the rest (printable).
+NAME_MAX = 255
+NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+PATH_NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f/]+$"
 INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -43,9 +48,14 @@ _DESCRIPTIONS = {
 }
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: each code with its description and the ``ErrorBody`` schema."""
-    return {code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
+def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each code with its description and the ``ErrorBody`` schema.
+    ``described`` gives a route's own wording per code (``e404="Unknown group (GROUP_ID_NOT_FOUND)"``)."""
+    out: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorBody, "description": _DESCRIPTIONS[code]} for code in codes}
+    for key, text in described.items():
+        out[int(key.removeprefix("e"))] = {"model": ErrorBody, "description": text}
+    return out
 
 
 _HTTP_ERRORS = {400: "INVALID_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}

@@ -12,10 +12,10 @@ import grpc
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.log import PartitionLog
 from services.broker.partition import Partition
-from services.cleaner.cleaning import CleanResult, clean
-from services.cleaner.codec import encode_retained, read_batches
 from services.cleaner.throttle import Throttler
 from services.cleaner.worker import job_from, read_segments, result_chunks, run_job
+from shared.compaction.cleaning import CleanResult, clean
+from shared.compaction.codec import encode_retained, read_batches
 from shared.config import LogConfig
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
@@ -93,7 +93,8 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
                 assert status.jobs_refused == 1 and not status.jobs
                 good = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="good"))
-                assert good.found
+                assert good.found and good.hash_seed != resp.hash_seed  # a secret key-hash seed per job
+                assert job_from(good, []).hash_seed == good.hash_seed
                 ok, message = await run_job(stub, good, "good")
                 assert ok, message
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())

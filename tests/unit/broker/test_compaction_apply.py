@@ -16,10 +16,10 @@ from services.broker.log.compaction import (
     make_job,
     read_cleaner_checkpoint,
 )
-from services.cleaner.cleaning import clean
-from services.cleaner.codec import encode_retained, read_batches
-from services.cleaner.selection import assess
-from services.cleaner.verify import CleanVerificationError
+from shared.compaction.cleaning import clean
+from shared.compaction.codec import encode_retained, read_batches
+from shared.compaction.selection import assess
+from shared.compaction.verify import CleanVerificationError
 from shared.config import LogConfig
 from shared.records.builder import encode_batch
 

@@ -214,3 +214,23 @@ def test_a_decompression_bomb_is_refused_while_decompressing(codec: CompressionT
     with pytest.raises(CorruptRecordError, match="decompress to more than"):
         check(bomb)
     check(encode_batch([(TS, None, b"\x00" * 1000, None)] * 10, compression=codec))  # 10 KB: fine
+
+
+@pytest.mark.parametrize("policy,refused", [("compact", True), ("compact,delete", True), ("delete", False)])
+@pytest.mark.parametrize("n,headers,codec", [(30, False, CompressionType.NONE), (3, True, CompressionType.NONE),
+                                              (40, False, CompressionType.LZ4)])
+def test_a_compacted_topic_refuses_keyless_records(tmp_path, policy: str, refused: bool, n: int, headers: bool,
+                                                    codec: CompressionType) -> None:
+    """Kafka: "Compacted topic cannot accept message without key" (INVALID_RECORD), and nothing is written."""
+    log = PartitionLog(str(tmp_path / "t-0"), LogConfig(cleanup_policy=policy))
+    keyed = rows(n, headers)
+    log.append_as_leader(encode_batch(keyed, compression=codec))
+    keyless = [(ts, None if i == n - 1 else k, v, h) for i, (ts, k, v, h) in enumerate(keyed)]
+    if refused:
+        with pytest.raises(InvalidRecordError, match="without key") as info:
+            log.append_as_leader(encode_batch(keyless, compression=codec))
+        assert info.value.code == 87 and f"record {n - 1}" in str(info.value)
+        assert log.log_end_offset == n
+    else:
+        log.append_as_leader(encode_batch(keyless, compression=codec))
+        assert log.log_end_offset == 2 * n

@@ -16,6 +16,7 @@ def test_bench_compact_reports_rates_and_bytes_per_key() -> None:
     r = json.loads(res.output)
     assert set(r["mb_per_s"]) == {"1", "2"} and all(v > 0 for v in r["mb_per_s"].values())
     assert r["map_bytes_per_key"] <= 32 and 0 < r["kept_fraction"] < 1
+    assert r["verify_mb_per_s"] > 0 and set(r["mb_per_s_per_worker"]) == {"1", "2"}
 
 
 def test_bench_compact_refuses_bad_worker_counts() -> None:

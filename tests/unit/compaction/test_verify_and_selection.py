@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from services.cleaner.cleaning import CleanedSegment, clean
-from services.cleaner.codec import encode_retained, read_batches
-from services.cleaner.selection import LogState, SegmentInfo, assess, choose_filthiest
-from services.cleaner.verify import CleanVerificationError, verify_result
-from tests.unit.cleaner.test_cleaning import DAY, T0, job, seg
+from shared.compaction.cleaning import CleanedSegment, clean
+from shared.compaction.codec import encode_retained, read_batches
+from shared.compaction.selection import LogState, SegmentInfo, assess, choose_filthiest
+from shared.compaction.verify import CleanVerificationError, verify_result
+from tests.unit.compaction.test_cleaning import DAY, T0, job, seg
 
 
 def sample():

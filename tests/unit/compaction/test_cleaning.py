@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.cleaner.cleaning import CleanJob, OffsetMapTooSmallError, SegmentData, clean, group_segments
-from services.cleaner.offset_map import OffsetMap
+from shared.compaction.cleaning import CleanJob, OffsetMapTooSmallError, SegmentData, clean, group_segments
+from shared.compaction.offset_map import OffsetMap
 from shared.records.builder import encode_batch
 from shared.records.compression import CompressionType
 from shared.records.decoder import decode_batch
