@@ -7,6 +7,9 @@
 #       default-jre-headless  Java, which Spark runs on
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
 #       chromium              the headless browser the /docs test drives through Playwright
+#       prometheus            `tidelog up --monitoring` and promtool (without recommends: no node exporter);
+#                             its packaged service is stopped and disabled where systemd runs, so nothing
+#                             listens on 0.0.0.0:9090 — `tidelog up --monitoring` starts its own on 127.0.0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,4 +38,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  echo "setup: installing Debian package: prometheus (no recommends)" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  if [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi

@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from shared.grpc_guard import GuardedServer
 from shared.logs import setup_logging
 from shared.metadata.store import MetadataStore
+from shared.metrics import start_metrics_server
 from shared.runtime import tune_allocator
 from shared.settings import ServiceSettings, load_settings
 
@@ -47,6 +48,7 @@ class Service(Generic[S]):
     def __init__(self, settings: S) -> None:
         self.settings = settings
         self.address = ""
+        self.metrics_address = ""  # host:port of /metrics ("" when off)
         self.store = MetadataStore(settings.etcd_endpoint, settings.cluster, timeout=5)
         self.stopping = asyncio.Event()
 
@@ -64,7 +66,10 @@ class Service(Generic[S]):
         """Stop the role's work (before the gRPC server stops)."""
 
     def ready_info(self) -> dict[str, Any]:
-        return {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+        info = {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+        if self.metrics_address:
+            info["metrics"] = self.metrics_address
+        return info
 
 
 def write_ready_file(path: str, info: dict[str, Any]) -> None:
@@ -104,6 +109,13 @@ async def serve(service: Service[Any]) -> None:
         loop.add_signal_handler(sig, service.stopping.set)
     if settings.lifeline_fd is not None:
         watch_lifeline(loop, settings.lifeline_fd, service.stopping.set)
+    try:
+        metrics_port = start_metrics_server(settings.host, settings.metrics_port)
+    except OSError as exc:
+        raise SystemExit(f"{service.role}: cannot serve /metrics on {settings.host}:{settings.metrics_port} "
+                         f"({exc.strerror})") from None
+    if metrics_port is not None:
+        service.metrics_address = f"{settings.advertised}:{metrics_port}"
     server = grpc.aio.server(options=GRPC_OPTIONS)
     health_servicer = health.aio.HealthServicer()
     guarded: Any = GuardedServer(server)  # every method: bad bytes -> INVALID_ARGUMENT (shared/grpc_guard.py)
@@ -170,7 +182,7 @@ class RegisteredService(Service[S]):
         return str(self.settings.id)
 
     def registration_value(self) -> dict[str, Any]:
-        return {"address": self.address}
+        return {"address": self.address, "metrics": self.metrics_address}
 
     async def start(self) -> None:
         await self.store.register(

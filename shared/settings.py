@@ -46,6 +46,7 @@ class ServiceSettings(BaseSettings):
     session_timeout_ms: int = Field(6000, ge=1000, le=600_000, description="etcd lease TTL for registration")
     log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="log level")
     ready_file: str | None = Field(None, description="write {address, pid} here as JSON once serving")
+    metrics_port: int = Field(0, ge=-1, le=65535, description="/metrics HTTP port (0: any free port, -1: off)")
     lifeline_fd: int | None = Field(None, ge=0, description="stop when this pipe reaches end of file "
                                                                "(the launcher holds its other end)")
 

@@ -10,10 +10,13 @@ import uuid
 from typing import Any
 
 import grpc
+from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.metadata_cache import ClusterView, MetadataCache
+from services.broker.metrics import broker_metrics, register_partitions
 from services.broker.pipeline import RequestPipeline
 from services.broker.quota_client import QuotaReporter
 from services.broker.quota_state import QuotaAccounting
@@ -68,12 +71,29 @@ class Broker(Service[BrokerSettings]):
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
         self.coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator
+        self._metrics: Any = None
+        self._cleaner_metrics: CleanerCollector | None = None
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
+        pipeline = RequestPipeline(self.quota_accounting)
+        if self.settings.metrics_port >= 0:
+            self._setup_metrics(pipeline)
         add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
-                                           lambda: self.coordinator_owners,
-                                           pipeline=RequestPipeline(self.quota_accounting)), server)
+                                           lambda: self.coordinator_owners, pipeline=pipeline), server)
         add_cleaner_servicer(CleanerServicer(self.cleaner_jobs, self.settings.id), server)
+
+    def _setup_metrics(self, pipeline: RequestPipeline) -> None:
+        metrics = pipeline.metrics = broker_metrics()
+        register_partitions(lambda: self.replicas.partitions)
+
+        def isr_changed(old: int, new: int) -> None:
+            if new != old:
+                (metrics.isr_shrinks if new < old else metrics.isr_expands).inc()
+
+        self.replicas.on_isr_change = isr_changed
+        self._metrics = metrics
+        self._cleaner_metrics = CleanerCollector(self.settings.id)
+        REGISTRY.register(self._cleaner_metrics)
 
     async def _active_quota_instance(self) -> str | None:
         found = await self.store.get(self.store.keys.quota_leader())
@@ -91,18 +111,24 @@ class Broker(Service[BrokerSettings]):
 
     async def _on_metadata(self, view: ClusterView) -> None:
         await self.replicas.apply_metadata(view)
+        if self._metrics is not None:
+            self._metrics.known_topics({tp.topic for tp in self.replicas.partitions})
 
     async def start(self) -> None:
         s = self.settings
         await self.store.register(
             self.store.keys.broker(s.id),
-            {"id": s.id, "address": self.address, "rack": s.rack, "incarnation": self.incarnation},
+            {"id": s.id, "address": self.address, "rack": s.rack, "incarnation": self.incarnation,
+             "metrics": self.metrics_address},
             s.session_timeout_s,
             on_lost=self._on_lease_lost,
         )
+        opening = time.monotonic()
         await self.metadata.start()
         self.store.watch_prefix(self.store.keys.offsets_owners_prefix(), self._on_coordinator_owners, "offsets owners")
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
+        if self._metrics is not None:  # the first metadata opened (and recovered) the logs
+            self._metrics.recovery_seconds.set(time.monotonic() - opening)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._isr_loop()))
         self._tasks.append(asyncio.create_task(self.quota_reporter.run()))
@@ -125,6 +151,8 @@ class Broker(Service[BrokerSettings]):
             await asyncio.sleep(self.settings.housekeeping_interval_ms / 1000)
             self.replicas.housekeeping()
             self.cleaner_jobs.housekeeping()
+            if self._cleaner_metrics is not None:
+                self._cleaner_metrics.refresh(self.cleaner_jobs)
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away, then wait until metadata shows it."""

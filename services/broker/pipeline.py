@@ -69,6 +69,7 @@ class RequestPipeline:
         self.accounting = accounting or QuotaAccounting()
         self.authorize = authorize
         self.clock = clock
+        self.metrics: Any = None  # services.broker.metrics.BrokerMetrics when the process exposes /metrics
         self._peer_holds: dict[str, float] = {}
 
     def context(self, api: str, client_id: str, peer: str) -> RequestContext:

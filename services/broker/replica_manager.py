@@ -114,6 +114,7 @@ class ReplicaManager:
         self._stray_check_done = False
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # hosted partitions with more than one replica
         self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
 
@@ -233,12 +234,15 @@ class ReplicaManager:
             return
         part.isr_change_in_flight = True
         part.pending_isr = new_isr
+        isr_before = len(part.isr)  # metadata may update part.isr before the response arrives
         try:
             resp = await stub.AlterPartition(pb.AlterPartitionRequest(
                 broker_id=self.broker_id, incarnation=self.incarnation, topic=part.tp.topic, partition=part.tp.partition,
                 leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
             if resp.error_code == 0:
                 log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
+                if self.on_isr_change is not None:
+                    self.on_isr_change(isr_before, len(resp.isr))
                 part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
                                   resp.partition_epoch, part.min_insync_replicas)
             else:

@@ -42,8 +42,10 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT_PER_STREAM = 16
-# A produce appended, waiting for replication: request, results so far, waits, throttle_time_ms.
-PendingProduce = tuple[ProduceRequestView, dict[TopicPartition, ProduceResult], list[ReplicationWait], int]
+# A produce appended, waiting for replication: request, results so far, waits, throttle_time_ms,
+# (seconds held before the append, seconds appending) for the request metrics.
+PendingProduce = tuple[ProduceRequestView, dict[TopicPartition, ProduceResult], list[ReplicationWait], int,
+                       tuple[float, float]]
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -99,11 +101,19 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         results, waits = self.rm.append(request.acks, data)
         handler_s = time.perf_counter() - started
         nbytes = sum(len(records) for _, records in data)
-        return request, results, waits, self.pipeline.account(ctx, PRODUCE, nbytes, handler_s, PRODUCE_TYPES)
+        metrics = self.pipeline.metrics
+        if metrics is not None:
+            metrics.produced(data, results)
+        throttle_ms = self.pipeline.account(ctx, PRODUCE, nbytes, handler_s, PRODUCE_TYPES)
+        return request, results, waits, throttle_ms, (started - ctx.arrival, handler_s)
 
     async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
-        request, results, waits, throttle_ms = pending
+        request, results, waits, throttle_ms, (held_s, local_s) = pending
+        started = time.perf_counter()
         results = await self.rm.complete_produce(request.timeout_ms, results, waits)
+        metrics = self.pipeline.metrics
+        if metrics is not None:
+            metrics.request_done("Produce", max(held_s, 0.0), local_s, time.perf_counter() - started)
         resp = pb.ProduceResponse(correlation_id=request.correlation_id, throttle_time_ms=throttle_ms)
         by_topic: dict[str, pb.ProduceTopicResponse] = {}
         for tp, r in results.items():
@@ -185,7 +195,14 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             specs=specs,
         )
         offsets = {s.tp: s.offset for s in specs}
+        started = time.perf_counter()
         results = await self.rm.fetch(params)
+        metrics = self.pipeline.metrics
+        if metrics is not None:
+            metrics.fetched(results)
+            waited_s = time.perf_counter() - started - params.read_time_s
+            metrics.request_done("Fetch" if consumer else "FetchFollower", max(started - ctx.arrival, 0.0),
+                                 params.read_time_s, max(waited_s, 0.0))
         if consumer:  # replication is not a client's usage
             nbytes = sum(len(r.records) for r in results.values())
             throttle_ms = self.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)

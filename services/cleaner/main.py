@@ -11,8 +11,10 @@ import contextlib
 import logging
 from typing import Any
 
+from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.cleaner.metrics import WorkerCollector
 from services.cleaner.worker import WorkerLoop
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
@@ -38,6 +40,8 @@ class Cleaner(RegisteredService[CleanerSettings]):
     async def start(self) -> None:
         await super().start()
         self.loop = WorkerLoop(f"cleaner-{self.instance}", self.settings.log_cleaner_io_max_bytes_per_second)
+        if self.settings.metrics_port >= 0:
+            REGISTRY.register(WorkerCollector(lambda: self.loop))
         self._task = asyncio.create_task(self._run())
 
     async def _broker_addresses(self) -> list[str]:

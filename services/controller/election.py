@@ -60,6 +60,7 @@ class ControllerElection:
         self.tick_s = tick_s
         self.on_change = on_change
         self.epoch = 0  # 0 while standby
+        self.on_txn: Callable[[float, bool], None] | None = None  # (seconds, succeeded): etcd txn metrics
         self._lease: Any = None
         self._lost = asyncio.Event()
 
@@ -75,7 +76,15 @@ class ControllerElection:
         """
         if not self.active:
             raise FencedError("not the active controller")
-        ok = await self.store.guarded_txn(self.store.keys.controller(), self.epoch, ops, compares)
+        started = time.monotonic()
+        try:
+            ok = await self.store.guarded_txn(self.store.keys.controller(), self.epoch, ops, compares)
+        except Exception:
+            if self.on_txn is not None:
+                self.on_txn(time.monotonic() - started, False)
+            raise
+        if self.on_txn is not None:
+            self.on_txn(time.monotonic() - started, ok)
         if not ok and compares:
             current = await self.store.get(self.store.keys.controller())
             if current is not None and current[1] == self.epoch:

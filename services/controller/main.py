@@ -16,6 +16,7 @@ from pydantic import Field
 from services.controller.election import ControllerElection, ControllerIdentity
 from services.controller.grpc_api import ControllerServicer
 from services.controller.internal_topics import ensure_offsets_topic
+from services.controller.metrics import controller_observer
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
@@ -62,7 +63,7 @@ class Controller(Service[ControllerSettings]):
         await self.store.create(self.store.keys.cluster_id(), uuid.uuid4().hex)
         await self.store.register(
             self.store.keys.service("controller", s.id),
-            {"address": self.address, "rest": self.rest_url},
+            {"address": self.address, "rest": self.rest_url, "metrics": self.metrics_address},
             s.session_timeout_s,
         )
         config = uvicorn.Config(create_app(self), log_config=None, access_log=False, lifespan="off")
@@ -77,6 +78,10 @@ class Controller(Service[ControllerSettings]):
             self.store, self.election, auto_leader_rebalance=s.auto_leader_rebalance_enable,
             rebalance_interval_s=s.leader_imbalance_check_interval_seconds,
         )
+        if s.metrics_port >= 0:
+            observer = controller_observer(lambda: self.election.epoch if self.election else 0)
+            self.election.on_txn = observer.txn
+            self.partitions.observer = observer
         self._tasks.append(asyncio.create_task(self.election.run()))
         self._tasks.append(asyncio.create_task(self.partitions.run()))
         self._tasks.append(asyncio.create_task(ensure_offsets_topic(

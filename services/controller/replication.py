@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,6 +50,7 @@ class PartitionController:
         self.refused: set[int] = set()  # registered brokers whose port refuses connections: crashed
         self._refusals: dict[int, int] = {}
         self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
+        self.observer: Any = None  # services.controller.metrics.ControllerObserver when metrics are on
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -61,6 +63,8 @@ class PartitionController:
         for key, (value, _, mod) in parts_snap.items():
             topic, _, p = key.decode()[len(prefix):].rpartition("/")
             states[TopicPartition(topic, int(p))] = (PartitionState.from_json(value), mod)
+        if self.observer is not None:
+            self.observer.loaded(states)
         return topics, states, await self.live_brokers()
 
     async def live_brokers(self) -> set[int]:
@@ -115,7 +119,10 @@ class PartitionController:
         for chunk in chunked(list(changes.items())):
             ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in chunk]
             compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp, _ in chunk]
+            started = time.monotonic()
             await self.election.write(ops, compares, "partition state changed concurrently")
+            if self.observer is not None:
+                self.observer.applied(dict(chunk), why, time.monotonic() - started)
             for tp, st in chunk:
                 log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
                                                            "leader_epoch": st.leader_epoch, "isr": str(st.isr)})

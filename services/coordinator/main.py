@@ -7,15 +7,19 @@ Stores nothing on its own disk: everything is in the topic, written through the 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import grpc
 from pydantic import Field
 
 from services.coordinator.config import GroupConfig
+from services.coordinator.metrics import LagMonitor, coordinator_metrics
 from services.coordinator.runtime import CoordinatorRuntime
 from services.coordinator.servicer import GroupCoordinatorServicer
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
+from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
@@ -28,6 +32,8 @@ class CoordinatorSettings(ServiceSettings):
     group_consumer_max_size: int = Field(2**31 - 1, ge=1, description="group.consumer.max.size")
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="offsets.retention.minutes")
     offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
+    metrics_lag_interval_ms: int = Field(2000, ge=100, le=600_000,
+                                         description="how often consumer lag is computed for /metrics")
 
 
 class Coordinator(RegisteredService[CoordinatorSettings]):
@@ -44,18 +50,41 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             offset_metadata_max_bytes=s.offset_metadata_max_bytes,
         )
         self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config)
+        self._lag_task: asyncio.Task[None] | None = None
+        self._metrics: Any = None
+        self._channels: dict[str, grpc.aio.Channel] = {}
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        cpb_grpc.add_GroupCoordinatorServicer_to_server(GroupCoordinatorServicer(self.runtime), server)
+        servicer = GroupCoordinatorServicer(self.runtime)
+        if self.settings.metrics_port >= 0:
+            servicer.metrics = coordinator_metrics(lambda: self.runtime.partitions)
+        cpb_grpc.add_GroupCoordinatorServicer_to_server(servicer, server)
+        self._metrics = servicer.metrics
+
+    def _broker_stub(self, address: str) -> pb_grpc.BrokerStub:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+        return pb_grpc.BrokerStub(ch)
 
     async def start(self) -> None:
         self.runtime.address = self.address
         reg = await self.store.register(self.store.keys.service(self.role, self.instance), self.registration_value(),
                                         self.settings.session_timeout_s, on_lost=self.runtime.lease_lost)
         await self.runtime.start(reg)
+        if self._metrics is not None:
+            monitor = LagMonitor(self._metrics, self.store, lambda: self.runtime.view.brokers, self._broker_stub,
+                                 self.settings.metrics_lag_interval_ms / 1000)
+            self._lag_task = asyncio.ensure_future(monitor.run())
 
     async def stop(self) -> None:
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lag_task
         await self.runtime.stop()
+        for ch in self._channels.values():
+            await ch.close()
 
     def ready_info(self) -> dict[str, Any]:
         return {**super().ready_info(), "partitions": sorted(self.runtime.partitions)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +32,7 @@ def from_tps(tps: Iterable[TopicPartition]) -> list[cpb.TopicPartitions]:
 class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
     def __init__(self, runtime: CoordinatorRuntime) -> None:
         self.rt = runtime
+        self.metrics: Any = None  # services.coordinator.metrics.CoordinatorMetrics when metrics are on
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         return find_coordinators(request.group_ids, self.rt.view.offsets_partitions, self.rt.view.owners)
@@ -61,6 +63,7 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
         commits = [OffsetCommit(TopicPartition(t.name, p.partition), p.committed_offset,
                                 p.committed_leader_epoch if p.committed_leader_epoch else -1, p.committed_metadata)
                    for t in request.topics for p in t.partitions]
+        started = time.perf_counter()
         try:
             pr = self.rt.runtime_for(request.group_id)
             errors, recs = pr.shard.commit_offsets(request.group_id, request.member_id, request.member_epoch, commits,
@@ -69,6 +72,9 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             pr.shard.apply_offsets(recs)
         except GroupError as exc:
             return cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc))
+        if self.metrics is not None:
+            self.metrics.commits.inc()
+            self.metrics.commit_time.observe(time.perf_counter() - started)
         return cpb.OffsetCommitResponse(topics=_topic_errors(errors))
 
     async def OffsetFetch(self, request: cpb.OffsetFetchRequest, context: Any) -> cpb.OffsetFetchResponse:

@@ -17,9 +17,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from prometheus_client import REGISTRY
 from pydantic import Field
 
 from services.quota.decider import Decision, QuotaDecider
+from services.quota.metrics import QuotaCollector
 from shared.metadata.store import Snapshot
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
@@ -95,7 +97,10 @@ class Quota(RegisteredService[QuotaSettings]):
         self._tasks: list[asyncio.Task[Any]] = []
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        qpb_grpc.add_QuotaServiceServicer_to_server(QuotaServicer(self), server)
+        servicer = QuotaServicer(self)
+        if self.settings.metrics_port >= 0:
+            REGISTRY.register(QuotaCollector(lambda: servicer.totals, lambda: self.active))
+        qpb_grpc.add_QuotaServiceServicer_to_server(servicer, server)
 
     async def start(self) -> None:
         await super().start()

@@ -38,6 +38,9 @@ def _report(kind: str, res: dict[str, Any], as_json: bool) -> None:
         f"{lat['avg']:.2f} ms avg latency, {lat['max']:.2f} ms max latency, {lat['p50']:.2f} ms 50th, "
         f"{lat['p95']:.2f} ms 95th, {lat['p99']:.2f} ms 99th, {lat['p999']:.2f} ms 99.9th."
     )
+    if "client_metrics" in res:
+        click.echo("client metrics: " + ", ".join(f"{k}={v:,.2f}" if isinstance(v, float) else f"{k}={v}"
+                                                  for k, v in res["client_metrics"].items()))
 
 
 def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_bytes: int) -> None:
@@ -69,11 +72,12 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
 @click.option("--client-id", default="tidelog-producer", show_default=True, help="client.id (quotas apply per client id)")
+@click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
                   latency_sample: int, warmup_records: int, as_json: bool, progress: bool, client_id: str,
-                  bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+                  show_metrics: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
 
     With --warmup-records N, a second line gives the steady state: throughput from the N+1th send to the
@@ -133,6 +137,8 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
         res["steady_state"] = {"records": n, "seconds": secs, "records_per_s": n / secs,
                                "mb_per_s": n * (record_size + key_size) / secs / 1e6,
                                "latency_ms": percentiles(steady)}
+    if show_metrics:
+        res["client_metrics"] = producer.metrics()
     _report("sent", res, as_json)
     if producer.throttled_responses and not as_json:
         click.echo(f"{producer.throttled_responses} responses throttled by a quota "
@@ -154,10 +160,11 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=True)
 @click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
+@click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool,
-                  client_id: str,
+                  client_id: str, show_metrics: bool,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
@@ -192,9 +199,12 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
             n += k
             bar.update(k)
         elapsed = time.perf_counter() - t0
+        client_metrics = consumer.metrics()
     finally:
         bar.close()
         consumer.close()
     res = {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
            "latency_ms": percentiles(poll_ms), "throttled_responses": consumer.throttled_responses}
+    if show_metrics:
+        res["client_metrics"] = client_metrics
     _report("consumed", res, as_json)

@@ -78,8 +78,11 @@ def _check_service_environment() -> None:
               help="etcd lease TTL of every service (failover time), passed on to every service")
 @click.option("--rack", "racks", multiple=True, help="rack names assigned to brokers round-robin (repeatable)")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for health")
+@click.option("--monitoring", is_flag=True, help="also start a local Prometheus (127.0.0.1, free port) scraping "
+                                                 "every service's /metrics, and print its URL")
 def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators: int, cleaners: int,
-       quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float) -> None:
+       quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float,
+       monitoring: bool = False) -> None:
     """Start etcd and every Tidelog service on 127.0.0.1.
 
     The services also read any other TIDELOG_* variable of this environment (e.g. TIDELOG_LOG_LEVEL);
@@ -87,7 +90,7 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
     """
     _check_service_environment()
     spec = ClusterSpec(data_dir, controllers, brokers, coordinators, cleaners, quotas, cluster,
-                       session_timeout_ms, list(racks))
+                       session_timeout_ms, list(racks), monitoring=monitoring)
     lc = LocalCluster(spec, detach=detach)
     console = Console(stderr=True)
     try:
@@ -95,6 +98,8 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
             info = lc.start(timeout)
     except LaunchError as exc:
         raise click.ClickException(str(exc)) from None
+    if info.get("prometheus"):
+        click.echo(f"Prometheus {info['prometheus']} (scraping every service every few seconds)")
     if detach:
         click.echo(f"cluster healthy in {info['startup_s']:.1f}s; REST {info['rest']}; "
                    f"details in {os.path.join(lc.data_dir, 'cluster.json')}")

@@ -30,6 +30,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from shared.cli.processes import ROLE_ORDER, is_same_process, start_time, stop_processes
 from shared.cli.processes import pid_alive as pid_alive  # re-exported: tests and tools import it from here
 from shared.client.discovery import CLUSTER_FILE, read_cluster_file
+from shared.monitoring import prometheus_argv, prometheus_binary, scrape_config, write_config
 
 #: The module each role runs; compose runs the same entrypoints (tested).
 ROLE_MODULES: dict[str, str] = {
@@ -57,6 +58,7 @@ class ClusterSpec:
     session_timeout_ms: int = 6000
     racks: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
+    monitoring: bool = False  # also run a local Prometheus scraping every /metrics (shared.monitoring)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -249,6 +251,8 @@ class LocalCluster:
                 for i in range(1, self.spec.counts()[role] + 1)
             ]
             self.wait_ready(started, timeout - (time.monotonic() - t0))
+            if self.spec.monitoring:
+                self._start_prometheus(timeout - (time.monotonic() - t0))
         except BaseException:
             self.stop()
             raise
@@ -257,9 +261,31 @@ class LocalCluster:
         write_cluster_file(self.data_dir, info)
         return info
 
+    def _start_prometheus(self, timeout: float) -> None:
+        binary = prometheus_binary()
+        if binary is None:
+            raise LaunchError("--monitoring needs the prometheus binary: run scripts/setup.sh (apt-get install prometheus)")
+        directory = os.path.join(self.data_dir, "prometheus")
+        config = write_config(directory, scrape_config([p.as_dict() for p in self.procs], cluster=self.spec.cluster))
+        port = free_port()
+        proc = self._spawn("prometheus", "prometheus", prometheus_argv(binary, config, os.path.join(directory, "data"), port))
+        proc.address = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + max(timeout, 10)
+        while time.monotonic() < deadline:
+            if proc.popen is not None and proc.popen.poll() is not None:
+                raise LaunchError(f"prometheus exited with {proc.popen.returncode}:\n{tail(proc.log_path)}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://{proc.address}/-/ready", timeout=0.5).status_code == 200:
+                    proc.info = {"url": f"http://{proc.address}"}
+                    return
+            time.sleep(0.1)
+        raise LaunchError(f"prometheus not ready after {timeout:.0f}s; see {proc.log_path}")
+
     def describe(self) -> dict[str, Any]:
         rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
+        prometheus = [p.info["url"] for p in self.procs if p.role == "prometheus" and "url" in p.info]
         return {
+            "prometheus": prometheus[0] if prometheus else None,
             "cluster": self.spec.cluster,
             "rest": rest[0] if rest else None,
             "rest_urls": rest,
@@ -307,7 +333,7 @@ def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]
     procs = []
     for p in info["processes"]:
         alive = is_same_process(p)
-        healthy = alive and (p["role"] == "etcd" or grpc_healthy(p["address"], timeout=timeout / 2))
+        healthy = alive and (p["role"] in ("etcd", "prometheus") or grpc_healthy(p["address"], timeout=timeout / 2))
         procs.append({**p, "alive": alive, "healthy": healthy})
     view = None
     for url in info.get("rest_urls", []):

@@ -16,6 +16,7 @@ from shared.cli.groups import groups
 from shared.cli.plugins import PluginGroup
 from shared.cli.produce_consume import consume, produce
 from shared.cli.quotas import quotas
+from shared.cli.top import top
 from shared.cli.topics import topics
 from shared.runtime import tune_allocator
 
@@ -36,6 +37,7 @@ cli.add_command(up)
 cli.add_command(down)
 cli.add_command(status)
 cli.add_command(topics)
+cli.add_command(top)
 cli.add_command(groups)
 cli.add_command(quotas)
 cli.add_command(produce)

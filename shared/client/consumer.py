@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from shared.client.client_metrics import ConsumerStats
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.client.group_member import ConsumerRebalanceListener, GroupMember
@@ -228,6 +229,7 @@ class Consumer:
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
+        self.stats = ConsumerStats()
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -414,6 +416,13 @@ class Consumer:
                     self._set_position(tp, st, int(off))  # type: ignore[arg-type]
 
     # -- polling ---------------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's consumer figures: fetch-rate, bytes-consumed-rate, records-lag-max (high watermark − position)."""
+        with self._lock:
+            lags = [st.high_watermark - st.position for st in self._states.values()
+                    if st.position is not None and st.high_watermark >= 0]
+            return self.stats.snapshot(lags)
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> ConsumerRecords:
         """Records after each assigned partition's position, up to ``max_records`` (default ``max_poll_records``)."""
@@ -646,6 +655,7 @@ class Consumer:
                 lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
                 self.throttled_responses += 1
             lf.idle = all(p.next_offset <= p.fetch_offset for t in resp.topics for p in t.partitions)
+            self.stats.fetched(sum(p.records_size for t in resp.topics for p in t.partitions))
             for t in resp.topics:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from shared.client.client_metrics import ProducerStats
 from shared.client.cluster import ClusterClient
 from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
 from shared.client.idempotence import IdempotenceState, refusal_proves_unwritten
@@ -327,6 +328,7 @@ class Producer:
         self._partition_counts: dict[str, int] = {}
         self._topic_partitions: dict[str, list[TopicPartition]] = {}  # by topic, indexed by partition
         self._connections: dict[int, ProduceConnection] = {}
+        self.stats = ProducerStats()
         self._correlation = itertools.count(1)
         self._closing = False
         self._need_refresh = threading.Event()
@@ -431,6 +433,10 @@ class Producer:
                 conn.reader.join(timeout=2)
                 conn.cancel()
             self.cluster.close()
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's producer figures: record-send-rate, batch-size-avg, request-latency-avg (ms), ..."""
+        return self.stats.snapshot()
 
     def __enter__(self) -> Producer:
         return self
@@ -646,6 +652,8 @@ class Producer:
         except (grpc.RpcError, KeyError, TidelogError) as exc:
             sent = False
             log.debug("cannot reach broker %s: %s", broker_id, exc)
+        if sent:
+            self.stats.sent(batches.values(), sum(len(h) + len(r) for h, r in payloads.values()))
         if not sent:
             err = TidelogError(f"broker {broker_id} unreachable", code=ErrorCode.NETWORK_EXCEPTION)
             for b in batches.values():
@@ -661,6 +669,7 @@ class Producer:
     def _on_response(self, entry: InFlight, resp: pb.ProduceResponse) -> None:
         if entry.acks == 0:
             return
+        self.stats.answered(time.monotonic() - entry.sent_at)
         seen: set[TopicPartition] = set()
         for t in resp.topics:
             for p in t.partitions:

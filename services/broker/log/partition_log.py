@@ -119,6 +119,7 @@ class PartitionLog:
         self.recovered_bytes = 0
         #: called with the new segment's base offset when the log rolls (producer-state snapshots)
         self.on_roll: Callable[[int], None] | None = None
+        self.rolls = 0  # segments rolled since this log was opened (the broker's metrics read it)
         #: ``(due ms, paths)`` of ``.deleted`` files, removed after ``file.delete.delay.ms``
         self.pending_deletes: list[tuple[int, list[str]]] = []
         self._load()
@@ -289,6 +290,7 @@ class PartitionLog:
             return old
         if self.on_roll is not None:
             self.on_roll(base)
+        self.rolls += 1
         self._rolled_flush = _FLUSHER.submit(self._flush_rolled, old.dup_fds(), old.next_offset, self._generation)
         return self._new_segment(base)
 

@@ -18,11 +18,13 @@ class BrokerInfo(BaseModel):
     address: str
     rack: str | None = None
     incarnation: str | None = None
+    metrics: str | None = None  # host:port of its /metrics
 
 
 class InstanceInfo(BaseModel):
     id: str
     address: str
+    metrics: str | None = None  # host:port of its /metrics
 
 
 class ControllerInfo(BaseModel):
@@ -53,7 +55,8 @@ async def get_cluster(ctl: Annotated[Any, Depends(controller)]) -> ClusterInfo:
     controllers: list[InstanceInfo] = []
     for key, (value, _, _) in sorted(services.items()):
         role = key.decode()[len(keys.services_prefix().decode()) :].split("/", 1)[0]
-        info = InstanceInfo(id=str(Keys.last_segment(key)), address=value.get("address", ""))
+        info = InstanceInfo(id=str(Keys.last_segment(key)), address=value.get("address", ""),
+                            metrics=value.get("metrics") or None)
         if role == "controller":
             controllers.append(info)
         else:
