@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from shared.cli.connect import data_dir_option as cluster_dir_option
+from shared.cli.console import out_console
 from shared.cli.launcher import (
     ClusterSpec,
     LaunchError,
@@ -157,7 +158,7 @@ def status(data_dir: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(st, indent=2))
         return
-    Console().print(status_table(st))
+    out_console().print(status_table(st))
     launcher = st.get("launcher")
     if launcher and not launcher["detached"] and not launcher["alive"]:
         running = sum(p["alive"] for p in st["processes"])

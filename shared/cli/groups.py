@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from shared.cli.connect import cluster_options
+from shared.cli.console import out_console
 from shared.cli.topics import _admin
 from shared.errors import TidelogError
 
@@ -31,7 +31,7 @@ def _table(columns: list[str], rows: list[list[Any]]) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(*("-" if v is None else str(v) for v in row))
-    Console().print(table)
+    out_console().print(table)
 
 
 @click.group()

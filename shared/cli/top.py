@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 
 from shared.cli.connect import cluster_options
+from shared.cli.console import out_console
 from shared.client.discovery import read_cluster_file
 from shared.metrics import Samples, scrape
 from shared.top_view import BrokerRow, GroupRow, broker_row, group_lags, group_rows
@@ -104,7 +105,7 @@ def top(data_dir: str, bootstrap: str | None, rest: str | None, interval: float,
         raise click.ClickException("no broker serves /metrics (started with --metrics-port -1?)")
     state = TopState(targets)
     state.frame()
-    console = Console()
+    console = out_console() if once else Console()
     if once:
         time.sleep(interval)
         console.print(render(*state.frame()))

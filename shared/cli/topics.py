@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 import httpx
-from rich.console import Console
 from rich.table import Table
 
 from shared.cli.connect import cluster_options, resolve
+from shared.cli.console import out_console
 from shared.cli.wording import plural
 from shared.client.admin import Admin
 from shared.errors import TidelogError
@@ -60,7 +60,7 @@ def _print_topic(t: dict[str, Any], as_json: bool) -> None:
     for p in t["partitions"]:
         table.add_row(str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
                       ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])))
-    Console().print(table)
+    out_console().print(table)
 
 
 @click.group()
