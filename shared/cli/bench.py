@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -14,6 +15,11 @@ from tqdm import tqdm
 from shared.cli.connect import bootstrap_servers, cluster_options
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
+
+
+def _progress(flag: bool | None) -> bool:
+    """--progress / --no-progress, else a bar only when stderr is a terminal (not in a log or a pipe)."""
+    return sys.stderr.isatty() if flag is None else flag
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -70,13 +76,13 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
 @click.option("--warmup-records", type=click.IntRange(0), default=0, show_default=True,
               help="the first N records are also reported apart: the rest is the steady state (as Kafka's perf tool)")
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--progress/--no-progress", default=True)
+@click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-producer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
-                  latency_sample: int, warmup_records: int, as_json: bool, progress: bool, client_id: str,
+                  latency_sample: int, warmup_records: int, as_json: bool, progress: bool | None, client_id: str,
                   show_metrics: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
 
@@ -99,7 +105,8 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
             into.append((time.perf_counter() - start) * 1000)
         return done
 
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
+    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
+               file=click.get_text_stream("stderr"))
     send = producer.send
     t0 = time.perf_counter()
     t_steady = t0
@@ -158,12 +165,12 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 @click.option("--timeout-ms", type=click.IntRange(1), default=30_000, show_default=True, help="give up when idle this long")
 @click.option("--group", default=None, help="consume as a member of this (new) group instead of assign (joining is timed)")
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--progress/--no-progress", default=True)
+@click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
-                  max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool,
+                  max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool | None,
                   client_id: str, show_metrics: bool,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
@@ -177,7 +184,8 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
         parts = consumer.cluster.partitions_for(topic, 10)
         consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
         consumer.seek_to_beginning()
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not progress, mininterval=0.5, file=click.get_text_stream("stderr"))
+    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
+               file=click.get_text_stream("stderr"))
     n = 0
     nbytes = 0
     poll_ms: list[float] = []

@@ -25,6 +25,7 @@ from shared.cli.launcher import (
     read_cluster_file,
     stop_processes,
 )
+from shared.monitoring import SCRAPE_INTERVAL_S
 from shared.settings import ServiceSettings
 
 data_dir_option = cluster_dir_option("cluster directory: cluster.json, logs and every process's data")
@@ -100,7 +101,7 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
     except LaunchError as exc:
         raise click.ClickException(str(exc)) from None
     if info.get("prometheus"):
-        click.echo(f"Prometheus {info['prometheus']} (scraping every service every few seconds)")
+        click.echo(f"Prometheus {info['prometheus']} (scraping every service every {SCRAPE_INTERVAL_S} s)")
     if detach:
         click.echo(f"cluster healthy in {info['startup_s']:.1f}s; REST {info['rest']}; "
                    f"details in {os.path.join(lc.data_dir, 'cluster.json')}")

@@ -34,3 +34,14 @@ def test_columns_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     buf = io.StringIO()
     out_console(file=buf).print(_table())
     assert max(len(line) for line in buf.getvalue().splitlines()) <= 80
+
+
+def test_bench_progress_bar_only_on_a_terminal() -> None:
+    """`tidelog bench produce|consume` drew tqdm bars into logs and pipes; now only on a terminal by default."""
+    from click.testing import CliRunner
+
+    from shared.cli.bench import _progress
+
+    with CliRunner().isolation():  # stderr is not a terminal here
+        assert _progress(None) is False
+        assert _progress(True) is True and _progress(False) is False
