@@ -7,6 +7,7 @@ ratio and compaction delay of each compacted log, and its quarantined logs.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -19,12 +20,27 @@ def cleaner() -> None:
     """Log compaction: jobs, dirty logs, quarantined logs."""
 
 
+def only_topics(report: list[dict[str, Any]], topics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``report`` with each broker's jobs, logs and quarantined logs narrowed to ``topics`` (all if empty)."""
+    if not topics:
+        return report
+    wanted = set(topics)
+
+    def keep(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in entries if e["log"].rsplit("-", 1)[0] in wanted]
+
+    return [b if "error" in b else {**b, "jobs": keep(b["jobs"]), "logs": keep(b["logs"]),
+                                    "quarantined": keep(b["quarantined"])} for b in report]
+
+
 @cleaner.command("status")
 @cluster_options
+@click.option("--topic", "topics", multiple=True,
+              help="only this topic's logs (repeatable; every broker also lists its 50 __consumer_offsets logs)")
 @click.option("--json", "as_json", is_flag=True)
-def status(bootstrap: str | None, rest: str | None, data_dir: str, as_json: bool) -> None:
+def status(bootstrap: str | None, rest: str | None, data_dir: str, topics: tuple[str, ...], as_json: bool) -> None:
     """Jobs in progress, per-log dirty ratio and compaction delay, quarantined logs (every broker)."""
-    report = cleaner_status(broker_addresses(bootstrap_servers(bootstrap, rest, data_dir)))
+    report = only_topics(cleaner_status(broker_addresses(bootstrap_servers(bootstrap, rest, data_dir))), topics)
     if as_json:
         click.echo(json.dumps(report))
         return
