@@ -142,7 +142,7 @@ def alter(ctx: click.Context, add: str | None, delete: str | None, validate_only
             (result,) = admin.alter_client_quotas([{"entity": wire, "ops": _ops(add, delete)}], validate_only)
         except TidelogError as exc:
             raise click.ClickException(str(exc)) from None
-    values = ", ".join(f"{k}={v:.10g}" for k, v in sorted(result["values"].items())) or "(none)"
+    values = ", ".join(f"{k}={v:.10g}" for k, v in sorted(result["values"].items())) or "no keys left"
     verb = "Validated" if validate_only else "Completed updating"
     click.echo(f"{verb} quota configs for {_entity_label(result['entity'])}: {values}")
 
