@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 import time
+import typing
+from collections.abc import Iterator
 
 import click
 
@@ -126,6 +131,24 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
     click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM (``kill PID``) stops like Ctrl-C, so the member leaves its group at once (as Kafka's
+    console consumer closes in its shutdown hook) instead of holding its partitions until the session timeout."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class _PrintAssignment:
     """Says on stderr which partitions this member got or gave up."""
 
@@ -149,6 +172,13 @@ def consume_group(servers: str, topic: str, group: str, instance_id: str | None,
     consumer = Consumer(servers, group_id=group, group_instance_id=instance_id, auto_offset_reset=reset,
                         enable_auto_commit=False)
     out = sys.stdout.buffer
+    with sigterm_as_interrupt():
+        count = _consume_group_loop(consumer, topic, max_messages, timeout_ms, print_key, print_offset, out)
+    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
+
+
+def _consume_group_loop(consumer: Consumer, topic: str, max_messages: int | None, timeout_ms: int | None,
+                        print_key: bool, print_offset: bool, out: typing.BinaryIO) -> int:
     count = 0
     try:
         consumer.subscribe([topic], listener=_PrintAssignment())
@@ -173,4 +203,4 @@ def consume_group(servers: str, topic: str, group: str, instance_id: str | None,
         pass
     finally:
         consumer.close()
-    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
+    return count
