@@ -38,6 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from shared.errors import CorruptRecordError
+from shared.records.varint import encode_unsigned_varint
 
 OFFSET_COMMIT = 1
 LEGACY_OFFSET_COMMIT = 0
@@ -97,15 +98,6 @@ class CurrentAssignmentValue:
 
 # -- primitive writers --------------------------------------------------------------------------
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _str16(s: str) -> bytes:
     b = s.encode()
     if len(b) > 0x7FFF:
@@ -117,11 +109,11 @@ def _cstr(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     b = s.encode()
-    return _uvarint(len(b) + 1) + b
+    return encode_unsigned_varint(len(b) + 1) + b
 
 
 def _carray(items: list[bytes]) -> bytes:
-    return _uvarint(len(items) + 1) + b"".join(items)
+    return encode_unsigned_varint(len(items) + 1) + b"".join(items)
 
 
 NO_TAGS = b"\x00"

@@ -108,7 +108,23 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
             consumer.seek_to_beginning(*tps)
         else:
             consumer.seek_to_end(*tps)
-        idle_since = time.monotonic()
+        count = _print_records(consumer, max_messages, timeout_ms, print_key, print_offset, out)
+    except TidelogError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
+
+
+def _print_records(consumer: Consumer, max_messages: int | None, timeout_ms: int | None, print_key: bool,
+                   print_offset: bool, out: typing.BinaryIO, *, commit: bool = False) -> int:
+    """Print what ``consumer`` polls until ``max_messages`` or ``timeout_ms`` of silence; with ``commit``, commit
+    after printing each batch (at least once). Returns how many records were printed."""
+    count = 0
+    idle_since = time.monotonic()
+    try:
         while max_messages is None or count < max_messages:
             batch = consumer.poll(200, max_records=(max_messages - count) if max_messages else None)
             if not batch:
@@ -122,13 +138,11 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
                 out.write(prefix + key + (r.value or b"") + b"\n")
                 count += 1
             out.flush()
-    except TidelogError as exc:
-        raise click.ClickException(str(exc)) from None
-    except KeyboardInterrupt:
-        pass
-    finally:
-        consumer.close()
-    click.echo(f"Processed a total of {plural(count, 'message')}", err=True)
+            if commit:
+                consumer.commit({tp: recs[-1].offset + 1 for tp in batch.partitions() if (recs := batch.records(tp))})
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM, see sigterm_as_interrupt): stop and say how many were printed
+        out.flush()
+    return count
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -182,21 +196,7 @@ def _consume_group_loop(consumer: Consumer, topic: str, max_messages: int | None
     count = 0
     try:
         consumer.subscribe([topic], listener=_PrintAssignment())
-        idle_since = time.monotonic()
-        while max_messages is None or count < max_messages:
-            batch = consumer.poll(200, max_records=(max_messages - count) if max_messages else None)
-            if not batch:
-                if timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
-                    break
-                continue
-            idle_since = time.monotonic()
-            for r in batch:
-                prefix = f"{r.partition}:{r.offset}\t".encode() if print_offset else b""
-                key = (r.key or b"") + b"\t" if print_key else b""
-                out.write(prefix + key + (r.value or b"") + b"\n")
-                count += 1
-            out.flush()
-            consumer.commit({tp: recs[-1].offset + 1 for tp in batch.partitions() if (recs := batch.records(tp))})
+        count = _print_records(consumer, max_messages, timeout_ms, print_key, print_offset, out, commit=True)
     except TidelogError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -10,16 +10,19 @@ from __future__ import annotations
 from shared.errors import CorruptRecordError
 
 
+def encode_unsigned_varint(value: int) -> bytes:
+    """Encode a non-negative integer as an unsigned base-128 varint (Kafka's UNSIGNED_VARINT)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def encode_zigzag(value: int) -> bytes:
     """Encode a signed 64-bit integer as a zig-zag varint."""
-    v = (value << 1) ^ (value >> 63)
-    v &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return encode_unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def _build_table(n: int) -> list[bytes]:
