@@ -250,7 +250,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
                 return resp
 
-        async for resp in _pipelined(request_iterator, handle, ordered_start=True):
+        async for resp in _pipelined(request_iterator, handle):
             yield resp
 
     # -- list offsets ----------------------------------------------------------------------------------
@@ -363,21 +363,17 @@ def add_broker_servicer(servicer: BrokerServicer, server: grpc.aio.Server) -> No
     pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server, servicer.pipeline))  # type: ignore[arg-type]
 
 
-async def _pipelined(requests: AsyncIterator[Any], handle: Any, ordered_start: bool = True) -> AsyncIterator[Any]:
-    """Handle stream requests concurrently (bounded), yield responses in request order.
-
-    With ``ordered_start`` each handler starts only after the previous one has
-    started its synchronous part (FetchStream; ProduceStream orders its appends
-    with the pipeline's explicit ``ProduceSequencer`` instead).
-    """
+async def _pipelined(requests: AsyncIterator[Any], handle: Any) -> AsyncIterator[Any]:
+    """FetchStream: handle requests concurrently (bounded), yield responses in request order. Each handler
+    starts only after the previous one has started its synchronous part (ProduceStream orders its appends
+    with the pipeline's explicit ``ProduceSequencer`` instead)."""
     queue: asyncio.Queue[asyncio.Task[Any] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_STREAM)
 
     async def reader() -> None:
         try:
             async for req in requests:
                 task = asyncio.ensure_future(handle(req))
-                if ordered_start:
-                    await asyncio.sleep(0)  # let the task run its synchronous append before the next one
+                await asyncio.sleep(0)  # let the task run its synchronous read before the next one starts
                 await queue.put(task)
         finally:
             await queue.put(None)
