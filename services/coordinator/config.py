@@ -11,6 +11,11 @@ class GroupConfig:
     session_timeout_ms: int = 45_000
     #: group.consumer.heartbeat.interval.ms: how often members are told to heartbeat.
     heartbeat_interval_ms: int = 5_000
+    #: Tidelog's own (Kafka has no such config): the interval members are told while their group is
+    #: converging -- it changed within the last heartbeat interval, or a member has partitions to
+    #: release or to receive -- so that revocations and hand-overs take a fraction of a second instead
+    #: of whole heartbeat intervals. Never longer than ``heartbeat_interval_ms``.
+    converging_heartbeat_interval_ms: int = 250
     #: group.consumer.max.size: members per group.
     max_size: int = 2**31 - 1
     #: offsets.retention.minutes (7 days), in ms: offsets of a group empty for this long are deleted.

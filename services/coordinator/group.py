@@ -88,6 +88,8 @@ class ConsumerGroup:
     target: dict[str, set[TopicPartition]] = field(default_factory=dict)
     empty_since_ms: int | None = None
     created_ms: int = 0
+    #: when the group epoch last moved (in memory only; a loaded group counts as changed at load)
+    epoch_changed_ms: int | None = None
 
     # -- views ------------------------------------------------------------------------------------
 
@@ -102,6 +104,12 @@ class ConsumerGroup:
                if m.epoch != STATIC_LEAVE_EPOCH):
             return "Reconciling"
         return "Stable"
+
+    def converging(self, now_ms: int, window_ms: int) -> bool:
+        """True while members should heartbeat often: the epoch moved within ``window_ms``, or the group
+        is not Stable (a member has partitions to release or to receive)."""
+        recent = self.epoch_changed_ms is not None and now_ms - self.epoch_changed_ms < window_ms
+        return recent or self.state != "Stable"
 
     def static_member(self, instance_id: str) -> Member | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)

@@ -78,6 +78,7 @@ class Membership:
                 group.bump_epoch()
         group.refresh_metadata_hash(self.topics)
         if group.epoch != epoch_before:
+            group.epoch_changed_ms = now_ms
             recs.append(self.builder.group_epoch(group))
         if group.epoch > group.target_epoch:
             group.compute_target(self.topics)
@@ -86,8 +87,15 @@ class Membership:
             recs.append(self.builder.current(group, member))
         member.session_deadline_ms = now_ms + self.config.session_timeout_ms
         group.empty_since_ms = None
-        result = HeartbeatResult(member.member_id, member.epoch, self.config.heartbeat_interval_ms, set(member.assigned))
+        result = HeartbeatResult(member.member_id, member.epoch, self.interval_ms(group, now_ms), set(member.assigned))
         return result, recs
+
+    def interval_ms(self, group: ConsumerGroup, now_ms: int) -> int:
+        """The heartbeat interval to tell a member: short while the group converges (see GroupConfig)."""
+        normal = self.config.heartbeat_interval_ms
+        if group.converging(now_ms, normal):
+            return min(normal, self.config.converging_heartbeat_interval_ms)
+        return normal
 
     def _join(self, group: ConsumerGroup, req: HeartbeatRequest, recs: list[Rec]) -> tuple[Member, bool]:
         if not req.subscribed_topic_names and not req.subscribed_topic_regex:
@@ -178,6 +186,7 @@ class Membership:
         for mid in member_ids:
             if group.remove_member(mid, now_ms) is not None:
                 recs.extend(self.builder.member_tombstones(group, mid))
+        group.epoch_changed_ms = now_ms
         group.refresh_metadata_hash(self.topics)
         recs.append(self.builder.group_epoch(group))
         group.compute_target(self.topics)

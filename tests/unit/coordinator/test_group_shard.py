@@ -103,6 +103,28 @@ def test_a_member_whose_partitions_do_not_move_keeps_them_throughout() -> None:
     assert len(h.owned[c]) == 1
 
 
+def test_members_heartbeat_often_only_while_the_group_converges() -> None:
+    """Normal interval (1000) once Stable and unchanged for an interval; 250 ms while a member joins,
+    partitions wait for release, or the epoch moved less than an interval ago."""
+    h = Harness()
+    a = h.hb()
+    assert a.heartbeat_interval_ms == 250  # the group was just created: more members may follow
+    h.now = 400
+    b = h.hb()  # joins: a must give up three partitions
+    assert b.heartbeat_interval_ms == 250 and h.group().state == "Reconciling"
+    h.now = 2000  # past the window, but a has not released yet
+    assert h.hb(a.member_id).heartbeat_interval_ms == 250
+    h.converge([a.member_id, b.member_id])
+    assert h.group().state == "Stable"
+    assert h.hb(a.member_id).heartbeat_interval_ms == 1000
+    h.now = 3000
+    h.hb(b.member_id, epoch=-1)  # leaves: the epoch moves again
+    assert h.hb(a.member_id).heartbeat_interval_ms == 250
+    h.converge([a.member_id])
+    h.now = 4001
+    assert h.hb(a.member_id).heartbeat_interval_ms == 1000
+
+
 def test_leave_session_expiry_and_rebalance_timeout() -> None:
     h = Harness()
     a, b, c = (h.hb().member_id for _ in range(3))
