@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from services.coordinator.group import STATE_NAMES, GroupError, fail
@@ -27,6 +29,10 @@ def from_tps(tps: Iterable[TopicPartition]) -> list[cpb.TopicPartitions]:
     for tp in tps:
         by.setdefault(tp.topic, []).append(tp.partition)
     return [cpb.TopicPartitions(topic=t, partitions=sorted(ps)) for t, ps in sorted(by.items())]
+
+
+#: Commits one OffsetCommitStream may have in flight; the stream stops reading beyond it.
+STREAM_IN_FLIGHT = 256
 
 
 class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
@@ -76,6 +82,29 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             self.metrics.commits.inc()
             self.metrics.commit_time.observe(time.perf_counter() - started)
         return cpb.OffsetCommitResponse(topics=_topic_errors(errors))
+
+    async def OffsetCommitStream(self, requests: AsyncIterator[cpb.OffsetCommitRequest],
+                                 context: Any) -> AsyncIterator[cpb.OffsetCommitResponse]:
+        # Each commit is a task created in arrival order; a task runs up to its write, which queues the
+        # records, before the next one starts (asyncio runs ready tasks first in, first out), so the
+        # writes keep the stream's order whatever the brokers take.
+        queue: asyncio.Queue[asyncio.Future[cpb.OffsetCommitResponse] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    await queue.put(asyncio.ensure_future(self.OffsetCommit(request, context)))
+            finally:
+                await queue.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (commit := await queue.get()) is not None:
+                yield await commit
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
 
     async def OffsetFetch(self, request: cpb.OffsetFetchRequest, context: Any) -> cpb.OffsetFetchResponse:
         try:

@@ -4,7 +4,10 @@
 partition: time from cold until every partition is assigned and its record consumed;
 (b) one more member joins the stable group: time until it owns its partitions, and how many
 partitions the others gave up (revoked), against how many it got;
-(c) offset commits per second (``acks=all``) with every member committing its positions in a loop.
+(c) offset commits per second (``acks=all``), every member committing in a loop: first ``commit()``
+of all its positions (one request for ~partitions/members offsets, waiting for each), then
+``commit_async()`` of one partition's offset at a time, pipelined on the member's ordered commit
+stream (Kafka's commitAsync). Only commits the coordinator acknowledged are counted.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class _Member(threading.Thread):
         self.seen, self.lock = seen, lock
         self.stop = threading.Event()
         self.commit_mode = threading.Event()
+        self.pipelined = False  # commit phase: commit() of every position, or commit_async() of one at a time
         self.commits = 0
         self.commit_errors = 0
         self.last_error = ""
@@ -57,18 +61,46 @@ class _Member(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             if self.commit_mode.is_set():
+                if self.pipelined:
+                    self._commit_async()
+                    continue
                 try:
                     self.consumer.commit()  # the positions of every owned partition, one request
                     self.commits += 1
                 except Exception as exc:  # a commit refused mid-rebalance is retried on the next round
-                    self.commit_errors += 1
-                    self.last_error = str(exc)
+                    self._failed(exc)
                 continue
             batch = self.consumer.poll(50)
             if batch:
                 with self.lock:
                     self.seen.update(batch.partitions())
         self.consumer.close()
+
+    def _commit_async(self) -> None:
+        """One partition's offset per commit; ``commit_async`` waits only when 128 are in flight."""
+        owned = sorted(self.consumer.assignment())
+        for i, tp in enumerate(owned):
+            if self.stop.is_set() or not self.pipelined:
+                return
+            self.consumer.commit_async({tp: i}, self._answered)
+
+    def _answered(self, offsets: dict[TopicPartition, int], err: Exception | None) -> None:
+        if err is None:
+            self.commits += 1  # only this member's commit-stream thread counts
+        else:
+            self._failed(err)
+
+    def _failed(self, exc: Exception) -> None:
+        self.commit_errors += 1
+        self.last_error = str(exc)
+
+
+def _commit_rate(crew: list[_Member], seconds: float) -> tuple[int, float]:
+    """Acknowledged commits of the whole crew over ``seconds``: (commits, elapsed)."""
+    t0 = time.monotonic()
+    before = sum(m.commits for m in crew)
+    time.sleep(seconds)
+    return sum(m.commits for m in crew) - before, time.monotonic() - t0
 
 
 def _create_topic(servers: str, topic: str, partitions: int) -> None:
@@ -116,6 +148,7 @@ def run_group_bench(servers: str, partitions: int, members: int, seconds: float)
         time.sleep(0.02)
     cold_s = time.monotonic() - start
     _wait_balanced(crew, partitions, deadline)
+    balanced_s = time.monotonic() - start
     for m in crew:
         m.listener.revoked = 0
     joined = time.monotonic()
@@ -128,11 +161,11 @@ def run_group_bench(servers: str, partitions: int, members: int, seconds: float)
     _wait_balanced(crew, partitions, time.monotonic() + 60)
     for m in crew:
         m.commit_mode.set()
-    t0 = time.monotonic()
-    before = sum(m.commits for m in crew)
-    time.sleep(seconds)
-    commits = sum(m.commits for m in crew) - before
-    commit_s = time.monotonic() - t0
+    commits, commit_s = _commit_rate(crew, seconds)
+    for m in crew:
+        m.pipelined = True
+    time.sleep(0.5)  # the sync commits in flight finish; the streams open
+    async_commits, async_s = _commit_rate(crew, seconds)
     for m in crew:
         m.stop.set()
     for m in crew:
@@ -140,11 +173,13 @@ def run_group_bench(servers: str, partitions: int, members: int, seconds: float)
     return {
         "partitions": partitions, "members": members,
         "cold_all_assigned_and_consumed_s": round(cold_s, 3), "cold_complete": len(seen) >= partitions,
+        "cold_balanced_s": round(balanced_s, 3),
         "join_time_to_own_partitions_s": round(join_s, 3),
         "join_partitions_moved_to_new_member": late.listener.assigned,
         "join_partitions_revoked_from_others": sum(m.listener.revoked for m in crew[:-1]),
         "commits_per_s": round(commits / commit_s), "commit_seconds": round(commit_s, 2),
         "partition_offsets_per_s": round(commits * partitions / len(crew) / commit_s),
+        "async_commits_per_s": round(async_commits / async_s),
         "commit_errors": sum(m.commit_errors for m in crew),
         "last_commit_error": next((m.last_error for m in crew if m.last_error), ""),
     }
@@ -165,11 +200,13 @@ def bench_group(partitions: int, members: int, seconds: float, as_json: bool, bo
         return
     click.echo(
         f"(a) {members} members, {partitions} partitions: every partition assigned and consumed after "
-        f"{res['cold_all_assigned_and_consumed_s']:.2f} s{'' if res['cold_complete'] else ' (INCOMPLETE)'}\n"
+        f"{res['cold_all_assigned_and_consumed_s']:.2f} s{'' if res['cold_complete'] else ' (INCOMPLETE)'}, "
+        f"spread evenly after {res['cold_balanced_s']:.2f} s\n"
         f"(b) member {members + 1} joins: owns its partitions after {res['join_time_to_own_partitions_s']:.2f} s; "
         f"{res['join_partitions_moved_to_new_member']} partitions moved to it, "
         f"{res['join_partitions_revoked_from_others']} revoked from the others\n"
-        f"(c) offset commits (acks=all) from {members + 1} members, each of all its ~{partitions // (members + 1)} "
-        f"partitions: {res['commits_per_s']:,} commits/s ({res['partition_offsets_per_s']:,} partition offsets/s)"
+        f"(c) offset commits (acks=all) from {members + 1} members: commit() of all ~{partitions // (members + 1)} "
+        f"positions each: {res['commits_per_s']:,} commits/s ({res['partition_offsets_per_s']:,} partition offsets/s); "
+        f"commit_async() of one offset each: {res['async_commits_per_s']:,} commits/s"
         + (f" ({res['commit_errors']} failed: {res['last_commit_error']})" if res["commit_errors"] else "")
     )

@@ -50,6 +50,10 @@ class GroupCoordinatorClient:
             last = f"{ErrorCode(c.error_code).name}: {c.error_message}"
         raise TidelogError(f"no coordinator for group {self.group_id!r}: {last}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
+    def stub(self) -> cpb_grpc.GroupCoordinatorStub:
+        """The stub of the group's coordinator (found first if need be)."""
+        return self._current()
+
     def _current(self) -> cpb_grpc.GroupCoordinatorStub:
         with self._lock:
             if self._stub is None:

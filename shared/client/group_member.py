@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from shared.client.commit_stream import CommitStream
 from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.errors import ErrorCode, TidelogError, error_for
 from shared.proto import coordinator_pb2 as cpb
@@ -69,6 +70,7 @@ class GroupMember:
         self.assignor = group_remote_assignor
         self.client_id = client_id
         self.coordinator = GroupCoordinatorClient(consumer.cluster, group_id, request_timeout_s)
+        self.commits = CommitStream(self.coordinator)  # commit_async's ordered pipe
         self.topics: list[str] = []
         self.pattern: str | None = None
         self.listener: ConsumerRebalanceListener | None = None
@@ -114,6 +116,9 @@ class GroupMember:
             return
         if self.enable_auto_commit and self.owned:
             self._try_commit(self._positions(self.owned))
+        if not self.commits.flush(self.coordinator.timeout_s):  # pending commit_async calls, as Kafka's close()
+            log.warning("closing with offset commits still unanswered")
+        self.commits.close()
         self._leave(static=bool(self.instance_id))
         self.coordinator.close()
 
@@ -204,13 +209,15 @@ class GroupMember:
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the positions of every owned partition); retried while the
-        member's epoch moves under it (STALE_MEMBER_EPOCH)."""
+        member's epoch moves under it (STALE_MEMBER_EPOCH). Commits made with ``commit_async`` before
+        are answered first, so this one lands after them."""
         offsets = self._positions(self.owned) if offsets is None else {TopicPartition(*k): v for k, v in offsets.items()}
         if not offsets:
             return
         deadline = time.monotonic() + self.coordinator.timeout_s
+        self.commits.flush(self.coordinator.timeout_s)
         while True:
-            code, message = self._commit_once(offsets)
+            code, message = _commit_error(self.coordinator.call("OffsetCommit", self._commit_request(offsets)))
             if code == 0:
                 self._last_commit = time.monotonic()
                 return
@@ -219,22 +226,14 @@ class GroupMember:
             with self._cond:
                 self._cond.wait(0.05)
 
-    def _commit_once(self, offsets: dict[TopicPartition, int]) -> tuple[int, str]:
+    def _commit_request(self, offsets: dict[TopicPartition, int]) -> cpb.OffsetCommitRequest:
         by: dict[str, list[cpb.OffsetCommitPartition]] = {}
         for tp, off in sorted(offsets.items()):
             by.setdefault(tp.topic, []).append(cpb.OffsetCommitPartition(partition=tp.partition, committed_offset=off,
                                                                          committed_leader_epoch=-1))
-        req = cpb.OffsetCommitRequest(group_id=self.group_id, member_id=self.member_id,
-                                      member_epoch=self.epoch if self.member_id else -1,
-                                      topics=[cpb.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by.items()])
-        resp = self.coordinator.call("OffsetCommit", req)
-        if resp.error_code:
-            return resp.error_code, resp.error_message
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    return p.error_code, f"{t.name}-{p.partition}"
-        return 0, ""
+        return cpb.OffsetCommitRequest(group_id=self.group_id, member_id=self.member_id,
+                                       member_epoch=self.epoch if self.member_id else -1,
+                                       topics=[cpb.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by.items()])
 
     def _try_commit(self, offsets: dict[TopicPartition, int]) -> None:
         try:
@@ -244,18 +243,27 @@ class GroupMember:
 
     def commit_async(self, offsets: dict[TopicPartition, int] | None = None,
                      callback: Callable[[dict[TopicPartition, int], Exception | None], None] | None = None) -> None:
-        snapshot = self._positions(self.owned) if offsets is None else dict(offsets)
+        """Send the commit and return; ``callback(offsets, error)`` runs on the commit stream's thread
+        once it is answered. Commits are sent and answered in call order and never retried (as Kafka's
+        commitAsync), several in flight at once."""
+        snapshot = self._positions(self.owned) if offsets is None else {TopicPartition(*k): v for k, v in offsets.items()}
 
-        def run() -> None:
-            err: Exception | None = None
-            try:
-                self.commit(snapshot)
-            except Exception as exc:  # handed to the callback, as Kafka's commitAsync does
-                err = exc
+        def done(resp: cpb.OffsetCommitResponse | None, err: Exception | None) -> None:
+            if resp is not None:
+                code, message = _commit_error(resp)
+                err = error_for(code, message) if code else None
+            if err is None:
+                self._last_commit = time.monotonic()
             if callback is not None:
                 callback(snapshot, err)
 
-        threading.Thread(target=run, name="tidelog-commit-async", daemon=True).start()
+        if not snapshot:
+            done(cpb.OffsetCommitResponse(), None)
+            return
+        try:
+            self.commits.send(self._commit_request(snapshot), done)
+        except TidelogError as exc:  # no coordinator to send to: the callback hears it
+            done(None, exc)
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         tps = {TopicPartition(*tp) for tp in partitions}
@@ -312,3 +320,14 @@ class GroupMember:
             self.heartbeat_interval_s = resp.heartbeat_interval_ms / 1000
         if resp.has_assignment:
             self.target = _tps(resp.assignment)
+
+
+def _commit_error(resp: cpb.OffsetCommitResponse) -> tuple[int, str]:
+    """The first error of a commit response: group level, else the first partition's."""
+    if resp.error_code:
+        return resp.error_code, resp.error_message
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                return p.error_code, f"{t.name}-{p.partition}"
+    return 0, ""

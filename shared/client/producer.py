@@ -364,7 +364,7 @@ class Producer:
             else:
                 partition = self.partitioner.partition(topic, None, n)
         elif not 0 <= partition < n:
-            raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions)")
+            tps = self._wait_for_partition(topic, partition)
         tp = tps[partition]
         if timestamp is None:
             timestamp = int(_time() * 1000)
@@ -400,6 +400,22 @@ class Producer:
             n = self._partition_counts[topic] = len(self.cluster.partitions_for(topic, self.max_block_s))
         tps = self._topic_partitions[topic] = [TopicPartition(topic, p) for p in range(n)]
         return tps
+
+    def _wait_for_partition(self, topic: str, partition: int) -> list[TopicPartition]:
+        """A partition past the known count: refresh metadata until it shows up (the topic may just have
+        grown), up to ``max_block_ms``, as Kafka's producer waits for metadata."""
+        if partition < 0:
+            raise ValueError(f"partition {partition} out of range for {topic}")
+        deadline = time.monotonic() + self.max_block_s
+        while True:
+            n = len(self.cluster.refresh([topic]).topics.get(topic, {}))
+            if partition < n:
+                self._partition_counts[topic] = n
+                return self._load_topic(topic)
+            if time.monotonic() >= deadline:
+                raise ValueError(f"partition {partition} out of range for {topic} ({n} partitions after "
+                                 f"{self.max_block_s:g} s)")
+            time.sleep(0.1)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered and wait for every outstanding send to complete."""

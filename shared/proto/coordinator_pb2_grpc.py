@@ -50,6 +50,11 @@ class GroupCoordinatorStub:
                 request_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.OffsetCommitStream = channel.stream_stream(
+                '/tidelog.v1.GroupCoordinator/OffsetCommitStream',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/tidelog.v1.GroupCoordinator/OffsetFetch',
                 request_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
@@ -111,6 +116,16 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetCommitStream(self, request_iterator, context):
+        """The same commits pipelined on one ordered stream (what a client's commit_async uses, as Kafka's
+        in-flight requests on one connection): each request is checked and queued for writing in the
+        order it arrived, several may be in flight, and one response per request comes back in the same
+        order once its records are committed. The stream ends after the first undecodable message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetFetch(self, request, context):
         """Committed offsets (offset -1 when none); no partitions listed: all of the group's.
         """
@@ -161,6 +176,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
             ),
             'OffsetCommit': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetCommit,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetCommitStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.OffsetCommitStream,
                     request_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.FromString,
                     response_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
             ),
@@ -269,6 +289,33 @@ class GroupCoordinator:
             request,
             target,
             '/tidelog.v1.GroupCoordinator/OffsetCommit',
+            shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommitStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tidelog.v1.GroupCoordinator/OffsetCommitStream',
             shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
             shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
             options,

@@ -147,6 +147,7 @@ def test_static_members_restart_without_moving_partitions_and_a_duplicate_instan
     c, bootstrap, admin = small_cluster(make_cluster)
     admin.create_topic("static", partitions=6)
     check_regex_subscription(bootstrap, admin)
+    check_commit_async_order(bootstrap)
     check_max_poll_interval(bootstrap)
     find_coordinator(bootstrap, "S")
     listeners = [Counting() for _ in range(3)]
@@ -192,6 +193,22 @@ def check_regex_subscription(bootstrap: str, admin: Admin) -> None:
     admin.create_topic("other", partitions=1)
     want = {TopicPartition("regex-a", 0), TopicPartition("regex-b", 0), TopicPartition("regex-b", 1)}
     poll_until([consumer], lambda: consumer.assignment() == want, 20, "the new matching topic")
+    consumer.close()
+
+
+def check_commit_async_order(bootstrap: str) -> None:
+    """commit_async: 300 commits of rising offsets pipelined on one stream are answered in call order,
+    with no error, and the last one is what stays committed; a sync commit after them lands last."""
+    consumer = Consumer(bootstrap, group_id="A", heartbeat_interval_ms=250)
+    consumer.subscribe(["static"])
+    poll_until([consumer], lambda: len(consumer.assignment()) == 6, 20, "the assignment")
+    tp = TopicPartition("static", 3)
+    answered: list[tuple[int, Exception | None]] = []
+    for off in range(300):
+        consumer.commit_async({tp: off}, lambda offsets, err: answered.append((offsets[tp], err)))
+    consumer.commit({TopicPartition("static", 4): 7})  # waits for the async ones first
+    assert answered == [(off, None) for off in range(300)]
+    assert consumer.committed([tp, TopicPartition("static", 4)]) == {tp: 299, TopicPartition("static", 4): 7}
     consumer.close()
 
 
@@ -248,7 +265,8 @@ def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> Non
     out = runner.invoke(cli, ["bench", "group", "--partitions", "6", "--members", "2", "--seconds", "0.5", "--json", *args])
     assert out.exit_code == 0, out.output
     res = json.loads(out.output.strip().splitlines()[-1])
-    assert res["cold_complete"] and res["commits_per_s"] > 0 and res["commit_errors"] == 0
+    assert res["cold_complete"] and res["commits_per_s"] > 0 and res["async_commits_per_s"] > 0
+    assert res["commit_errors"] == 0
     assert res["join_partitions_moved_to_new_member"] == res["join_partitions_revoked_from_others"] == 2
 
 

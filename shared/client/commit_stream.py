@@ -1,0 +1,108 @@
+"""``commit_async``'s ordered pipe to the group coordinator: one ``OffsetCommitStream``.
+
+Commits are written to the stream in the order the application made them and several
+are in flight at once (as Kafka's consumer keeps in-flight OffsetCommit requests on
+its one coordinator connection); the coordinator queues them for writing in that order
+and answers each, in order, once its records are committed (``acks=all``). Nothing is
+retried: a retried commit could land after a later one. When the stream breaks, or the
+coordinator answers that it moved, every commit still in flight fails with a retriable
+error (its callback says so) and the next commit opens a new stream to wherever the
+group's coordinator now is.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from shared.client.group_coordinator import REDISCOVER, GroupCoordinatorClient
+from shared.errors import ErrorCode, TidelogError
+from shared.proto import coordinator_pb2 as cpb
+
+#: Commits in flight on the stream before ``send`` waits (the coordinator reads up to 256 ahead).
+MAX_IN_FLIGHT = 128
+
+Done = Callable[[cpb.OffsetCommitResponse | None, Exception | None], None]
+_END: Any = object()
+_READER = "tidelog-commit-stream"
+
+
+class _Stream:
+    def __init__(self, call: Any, requests: queue.SimpleQueue[Any]) -> None:
+        self.call = call
+        self.requests = requests
+        self.pending: deque[Done] = deque()
+
+
+class CommitStream:
+    def __init__(self, coordinator: GroupCoordinatorClient) -> None:
+        self.coordinator = coordinator
+        self._cond = threading.Condition()
+        self._stream: _Stream | None = None
+
+    def send(self, request: cpb.OffsetCommitRequest, done: Done, timeout_s: float = 30.0) -> None:
+        """Queue ``request``; ``done(response, None)`` or ``done(None, error)`` is called from the stream's
+        reader thread, in the order of ``send`` calls. Waits while ``MAX_IN_FLIGHT`` are outstanding."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._stream is None or len(self._stream.pending) < MAX_IN_FLIGHT,
+                                       timeout_s):
+                raise TidelogError("too many offset commits in flight", code=ErrorCode.REQUEST_TIMED_OUT)
+            if self._stream is None:
+                self._stream = self._open()
+            self._stream.pending.append(done)
+            self._stream.requests.put(request)
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every commit sent so far is answered; False if some still are not after ``timeout_s``
+        (at once when called from a commit callback, which runs on the thread that answers them)."""
+        if threading.current_thread().name == _READER:
+            return False
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stream is None or not self._stream.pending, timeout_s)
+
+    def close(self) -> None:
+        with self._cond:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.requests.put(_END)
+            stream.call.cancel()
+
+    def _open(self) -> _Stream:
+        requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        call = self.coordinator.stub().OffsetCommitStream(iter(requests.get, _END))
+        stream = _Stream(call, requests)
+        threading.Thread(target=self._read, args=(stream,), name=_READER, daemon=True).start()
+        return stream
+
+    def _read(self, stream: _Stream) -> None:
+        error: TidelogError | None = None
+        try:
+            for resp in stream.call:
+                with self._cond:
+                    done = stream.pending.popleft()
+                    self._cond.notify_all()
+                if resp.error_code in REDISCOVER:
+                    error = TidelogError(f"OffsetCommit: {ErrorCode(resp.error_code).name}: {resp.error_message}",
+                                         code=resp.error_code)
+                    done(None, error)
+                    break
+                done(resp, None)
+        except grpc.RpcError as exc:
+            error = TidelogError(f"OffsetCommit stream failed: {exc.code()}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        with self._cond:
+            if self._stream is stream:
+                self._stream = None
+            failed = list(stream.pending)
+            stream.pending.clear()
+            self._cond.notify_all()
+        stream.requests.put(_END)
+        stream.call.cancel()
+        if error is not None:
+            self.coordinator.reset()  # find the coordinator again on the next commit
+        for done in failed:
+            done(None, error or TidelogError("offset commit stream closed", code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
