@@ -578,7 +578,10 @@ class Consumer:
 
     def _pump(self) -> None:
         """Send what each leader's stream may take now (caller holds the lock). No network call here:
-        a leader without a channel yet is left to the fetcher thread (``_connect``)."""
+        a leader without a channel yet is left to the fetcher thread (``_connect``). Nothing once closed:
+        a stream's reader may still hand in a last response after ``close()`` closed the channels."""
+        if self._closed:
+            return
         stale = self.request_timeout_s + self.fetch_max_wait_ms / 1000
         now = time.monotonic()
         for leader, lf in list(self._streams.items()):
