@@ -93,7 +93,9 @@ class CommitStream:
                     break
                 done(resp, None)
         except grpc.RpcError as exc:
-            error = TidelogError(f"OffsetCommit stream failed: {exc.code()}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            if exc.code() != grpc.StatusCode.CANCELLED:  # cancelled: closed by this client
+                error = TidelogError(f"OffsetCommit stream failed: {exc.code()}",
+                                     code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         with self._cond:
             if self._stream is stream:
                 self._stream = None

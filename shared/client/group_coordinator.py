@@ -85,6 +85,8 @@ class GroupCoordinatorClient:
                 err = str(exc.code())
             except TidelogError as exc:
                 err = str(exc)
+            except ValueError as exc:  # the channel was closed under this call by another thread's reset()
+                err = str(exc)
             self.reset()
             if time.monotonic() + backoff > deadline:
                 raise TidelogError(f"{method} for group {self.group_id!r} failed: {err}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
