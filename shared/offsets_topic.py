@@ -7,6 +7,8 @@ Java's ``String.hashCode`` is ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code 
 
 from __future__ import annotations
 
+import functools
+
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
 
@@ -26,6 +28,7 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@functools.lru_cache(maxsize=65_536)  # asked on every request for a group
 def partition_for(group_id: str, partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
     """The ``__consumer_offsets`` partition of ``group_id``, exactly as Kafka computes it."""
     return kafka_abs(java_string_hash(group_id)) % partitions

@@ -62,6 +62,7 @@ class CoordinatorRuntime:
         self._replan = asyncio.Event()
         self._reload_soon = asyncio.Event()
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, pb_grpc.BrokerStub] = {}
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -113,10 +114,13 @@ class CoordinatorRuntime:
         if address is None:
             self._reload_soon.set()
             return None
-        ch = self._channels.get(address)
-        if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
-        return pb_grpc.BrokerStub(ch)
+        stub = self._stubs.get(address)
+        if stub is None:
+            ch = self._channels.get(address)
+            if ch is None:
+                ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            stub = self._stubs[address] = pb_grpc.BrokerStub(ch)
+        return stub
 
     # -- ownership -----------------------------------------------------------------------------------
 
