@@ -109,6 +109,11 @@ class CoordinatorRuntime:
             assert pr.writer is not None
             await pr.writer.write(recs)
 
+    def submit(self, pr: PartitionRuntime, recs: list[Rec]) -> asyncio.Future[int]:
+        """Queue ``recs`` for writing now; the future completes once they are committed."""
+        assert pr.writer is not None
+        return pr.writer.submit(recs)
+
     async def stub_for(self, partition: int) -> pb_grpc.BrokerStub | None:
         address = self.view.leader_address(partition)
         if address is None:

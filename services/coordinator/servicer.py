@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Any
 
 from services.coordinator.group import STATE_NAMES, GroupError, fail
@@ -66,6 +66,12 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
         return resp
 
     async def OffsetCommit(self, request: cpb.OffsetCommitRequest, context: Any) -> cpb.OffsetCommitResponse:
+        return await self._start_commit(request)
+
+    def _start_commit(self, request: cpb.OffsetCommitRequest) -> Awaitable[cpb.OffsetCommitResponse]:
+        """Check the commit and queue its records for writing now, so that commits are written in the
+        order they are started; the awaitable gives the response once they are committed (the offsets
+        are applied then, in write order, whoever awaits)."""
         commits = [OffsetCommit(TopicPartition(t.name, p.partition), p.committed_offset,
                                 p.committed_leader_epoch if p.committed_leader_epoch else -1, p.committed_metadata)
                    for t in request.topics for p in t.partitions]
@@ -74,8 +80,16 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             pr = self.rt.runtime_for(request.group_id)
             errors, recs = pr.shard.commit_offsets(request.group_id, request.member_id, request.member_epoch, commits,
                                                    self.rt.now_ms())
-            await self.rt.write(pr, recs)
-            pr.shard.apply_offsets(recs)
+            written = self.rt.submit(pr, recs)
+        except GroupError as exc:
+            return _answered(cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc)))
+        written.add_done_callback(lambda f: f.cancelled() or f.exception() or pr.shard.apply_offsets(recs))
+        return self._finish_commit(written, errors, started)
+
+    async def _finish_commit(self, written: asyncio.Future[int], errors: dict[TopicPartition, int],
+                             started: float) -> cpb.OffsetCommitResponse:
+        try:
+            await written
         except GroupError as exc:
             return cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc))
         if self.metrics is not None:
@@ -85,15 +99,14 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
 
     async def OffsetCommitStream(self, requests: AsyncIterator[cpb.OffsetCommitRequest],
                                  context: Any) -> AsyncIterator[cpb.OffsetCommitResponse]:
-        # Each commit is a task created in arrival order; a task runs up to its write, which queues the
-        # records, before the next one starts (asyncio runs ready tasks first in, first out), so the
-        # writes keep the stream's order whatever the brokers take.
-        queue: asyncio.Queue[asyncio.Future[cpb.OffsetCommitResponse] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
+        # Each commit is checked and queued for writing as it is read, so the writes keep the stream's
+        # order whatever the brokers take; the responses go back in the same order as each completes.
+        queue: asyncio.Queue[Awaitable[cpb.OffsetCommitResponse] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
 
         async def read() -> None:
             try:
                 async for request in requests:
-                    await queue.put(asyncio.ensure_future(self.OffsetCommit(request, context)))
+                    await queue.put(self._start_commit(request))
             finally:
                 await queue.put(None)
 
@@ -187,3 +200,7 @@ def _topic_errors(errors: dict[TopicPartition, int]) -> list[cpb.TopicErrors]:
     for tp, code in sorted(errors.items()):
         by.setdefault(tp.topic, []).append(cpb.PartitionError(partition=tp.partition, error_code=code))
     return [cpb.TopicErrors(name=t, partitions=ps) for t, ps in sorted(by.items())]
+
+
+async def _answered(resp: cpb.OffsetCommitResponse) -> cpb.OffsetCommitResponse:
+    return resp

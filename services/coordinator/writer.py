@@ -61,14 +61,20 @@ class PartitionWriter:
 
     async def write(self, recs: list[Rec]) -> int:
         """Append ``recs``; returns the offset of the last once committed (``acks=all``)."""
+        return await self.submit(recs)
+
+    def submit(self, recs: list[Rec]) -> asyncio.Future[int]:
+        """Queue ``recs`` now (writes go out in the order they are submitted); the future gives the
+        offset of the last once committed."""
         if self.fenced is not None:
             raise fail(ErrorCode.NOT_COORDINATOR, f"no longer the owner of partition {self.partition}: {self.fenced}")
-        if not recs:
-            return -1
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if not recs:
+            fut.set_result(-1)
+            return fut
         self._pending.append((recs, fut))
         self._wakeup.set()
-        return await fut
+        return fut
 
     async def write_marker(self) -> int:
         return await self.write([(MARKER_KEY, None)])
