@@ -31,8 +31,8 @@ def from_tps(tps: Iterable[TopicPartition]) -> list[cpb.TopicPartitions]:
     return [cpb.TopicPartitions(topic=t, partitions=sorted(ps)) for t, ps in sorted(by.items())]
 
 
-#: Commits one OffsetCommitStream may have in flight; the stream stops reading beyond it.
-STREAM_IN_FLIGHT = 256
+#: Messages of commits one OffsetCommitStream may have in flight; the stream stops reading beyond it.
+STREAM_IN_FLIGHT = 64
 
 
 class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
@@ -97,23 +97,23 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             self.metrics.commit_time.observe(time.perf_counter() - started)
         return cpb.OffsetCommitResponse(topics=_topic_errors(errors))
 
-    async def OffsetCommitStream(self, requests: AsyncIterator[cpb.OffsetCommitRequest],
-                                 context: Any) -> AsyncIterator[cpb.OffsetCommitResponse]:
+    async def OffsetCommitStream(self, requests: AsyncIterator[cpb.OffsetCommitBatch],
+                                 context: Any) -> AsyncIterator[cpb.OffsetCommitBatchResponse]:
         # Each commit is checked and queued for writing as it is read, so the writes keep the stream's
-        # order whatever the brokers take; the responses go back in the same order as each completes.
-        queue: asyncio.Queue[Awaitable[cpb.OffsetCommitResponse] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
+        # order whatever the brokers take; the answers go back in the same order as they complete.
+        queue: asyncio.Queue[list[Awaitable[cpb.OffsetCommitResponse]] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
 
         async def read() -> None:
             try:
-                async for request in requests:
-                    await queue.put(self._start_commit(request))
+                async for batch in requests:
+                    await queue.put([self._start_commit(request) for request in batch.commits])
             finally:
                 await queue.put(None)
 
         reader = asyncio.ensure_future(read())
         try:
-            while (commit := await queue.get()) is not None:
-                yield await commit
+            while (commits := await queue.get()) is not None:
+                yield cpb.OffsetCommitBatchResponse(responses=[await commit for commit in commits])
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

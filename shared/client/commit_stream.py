@@ -3,7 +3,9 @@
 Commits are written to the stream in the order the application made them and several
 are in flight at once (as Kafka's consumer keeps in-flight OffsetCommit requests on
 its one coordinator connection); the coordinator queues them for writing in that order
-and answers each, in order, once its records are committed (``acks=all``). Nothing is
+and answers each, in order, once its records are committed (``acks=all``). Commits queued
+while the stream is busy travel together in its next message, each still answered on
+its own. Nothing is
 retried: a retried commit could land after a later one. When the stream breaks, or the
 coordinator answers that it moved, every commit still in flight fails with a retriable
 error (its callback says so) and the next commit opens a new stream to wherever the
@@ -12,10 +14,11 @@ group's coordinator now is.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -30,6 +33,21 @@ MAX_IN_FLIGHT = 128
 Done = Callable[[cpb.OffsetCommitResponse | None, Exception | None], None]
 _END: Any = object()
 _READER = "tidelog-commit-stream"
+
+
+def _batches(requests: queue.SimpleQueue[Any]) -> Iterator[cpb.OffsetCommitBatch]:
+    """The stream's messages: each carries every commit queued by the time it is sent (at most
+    ``MAX_IN_FLIGHT``), so a burst of commit_async calls costs a few messages, not one each."""
+    while (first := requests.get()) is not _END:
+        commits = [first]
+        with contextlib.suppress(queue.Empty):
+            while len(commits) < MAX_IN_FLIGHT:
+                nxt = requests.get_nowait()
+                if nxt is _END:
+                    yield cpb.OffsetCommitBatch(commits=commits)
+                    return
+                commits.append(nxt)
+        yield cpb.OffsetCommitBatch(commits=commits)
 
 
 class _Stream:
@@ -74,7 +92,7 @@ class CommitStream:
 
     def _open(self) -> _Stream:
         requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        call = self.coordinator.stub().OffsetCommitStream(iter(requests.get, _END))
+        call = self.coordinator.stub().OffsetCommitStream(_batches(requests))
         stream = _Stream(call, requests)
         threading.Thread(target=self._read, args=(stream,), name=_READER, daemon=True).start()
         return stream
@@ -82,16 +100,20 @@ class CommitStream:
     def _read(self, stream: _Stream) -> None:
         error: TidelogError | None = None
         try:
-            for resp in stream.call:
+            for batch in stream.call:
                 with self._cond:
-                    done = stream.pending.popleft()
+                    answered = [stream.pending.popleft() for _ in batch.responses]
                     self._cond.notify_all()
-                if resp.error_code in REDISCOVER:
-                    error = TidelogError(f"OffsetCommit: {ErrorCode(resp.error_code).name}: {resp.error_message}",
-                                         code=resp.error_code)
-                    done(None, error)
+                for done, resp in zip(answered, batch.responses, strict=True):
+                    if error is None and resp.error_code in REDISCOVER:
+                        error = TidelogError(f"OffsetCommit: {ErrorCode(resp.error_code).name}: {resp.error_message}",
+                                             code=resp.error_code)
+                    if error is not None:
+                        done(None, error)
+                    else:
+                        done(resp, None)
+                if error is not None:
                     break
-                done(resp, None)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:  # cancelled: closed by this client
                 error = TidelogError(f"OffsetCommit stream failed: {exc.code()}",

@@ -117,6 +117,18 @@ class OffsetCommitResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicErrors]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicErrors, _Mapping]]] = ...) -> None: ...
 
+class OffsetCommitBatch(_message.Message):
+    __slots__ = ("commits",)
+    COMMITS_FIELD_NUMBER: _ClassVar[int]
+    commits: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest]
+    def __init__(self, commits: _Optional[_Iterable[_Union[OffsetCommitRequest, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitBatchResponse(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[OffsetCommitResponse, _Mapping]]] = ...) -> None: ...
+
 class OffsetFetchRequest(_message.Message):
     __slots__ = ("group_id", "partitions")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]

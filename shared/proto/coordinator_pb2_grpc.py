@@ -52,8 +52,8 @@ class GroupCoordinatorStub:
                 _registered_method=True)
         self.OffsetCommitStream = channel.stream_stream(
                 '/tidelog.v1.GroupCoordinator/OffsetCommitStream',
-                request_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
-                response_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatch.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatchResponse.FromString,
                 _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/tidelog.v1.GroupCoordinator/OffsetFetch',
@@ -118,9 +118,11 @@ class GroupCoordinatorServicer:
 
     def OffsetCommitStream(self, request_iterator, context):
         """The same commits pipelined on one ordered stream (what a client's commit_async uses, as Kafka's
-        in-flight requests on one connection): each request is checked and queued for writing in the
-        order it arrived, several may be in flight, and one response per request comes back in the same
-        order once its records are committed. The stream ends after the first undecodable message.
+        in-flight requests on one connection): each commit is checked and queued for writing in the
+        order it arrived, several may be in flight, and one response per commit comes back in the same
+        order once its records are committed. A message carries the commits the client had queued when
+        it sent (each still its own commit, answered on its own), the response message the answers to
+        that message's commits. The stream ends after the first undecodable message.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,8 +183,8 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
             ),
             'OffsetCommitStream': grpc.stream_stream_rpc_method_handler(
                     servicer.OffsetCommitStream,
-                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.FromString,
-                    response_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.SerializeToString,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatch.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatchResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -316,8 +318,8 @@ class GroupCoordinator:
             request_iterator,
             target,
             '/tidelog.v1.GroupCoordinator/OffsetCommitStream',
-            shared_dot_proto_dot_coordinator__pb2.OffsetCommitRequest.SerializeToString,
-            shared_dot_proto_dot_coordinator__pb2.OffsetCommitResponse.FromString,
+            shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatch.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.OffsetCommitBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
