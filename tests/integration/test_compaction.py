@@ -121,7 +121,14 @@ def test_a_broker_killed_mid_swap_recovers_a_valid_log_with_every_latest_value(m
     admin = Admin(broker)
     try:
         admin.create_topic("compacted", partitions=1, replication_factor=1, configs=COMPACT)
-        latest = produce_updates(broker, "compacted", rounds=60, keys=20)
+        # The cleaner waits until every update is written: on a loaded machine it could otherwise
+        # reach the swap (and the broker its fault) while the producer is still sending.
+        cleaner = c.procs("cleaner")[0]
+        os.kill(cleaner.pid, signal.SIGSTOP)
+        try:
+            latest = produce_updates(broker, "compacted", rounds=60, keys=20)
+        finally:
+            os.kill(cleaner.pid, signal.SIGCONT)
         proc = c.proc("broker", 1)
         wait_for(lambda: proc.popen.poll() is not None, 30, what="the broker killed mid-swap")
         assert (tmp_path / "fired").exists()
