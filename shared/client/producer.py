@@ -148,6 +148,17 @@ class RecordAccumulator:
                     next_check = min(next_check, self.linger_s - waited)
         return out, max(next_check, 0.0005)
 
+    def expire(self, now: float, timeout_s: float) -> list[ProducerBatch]:
+        """Pop the unsent batches created more than ``timeout_s`` ago (sealed: nothing more joins them)."""
+        out: list[ProducerBatch] = []
+        with self.lock:
+            for dq in self.batches.values():
+                while dq and now - dq[0].created > timeout_s:
+                    b = dq.popleft()
+                    b.sealed = True
+                    out.append(b)
+        return out
+
     def reenqueue(self, batch: ProducerBatch) -> None:
         """Put a batch back for a retry: before every unsent batch, and in sequence order among retries."""
         with self.lock:
@@ -489,11 +500,13 @@ class Producer:
                 conn.check_timeout(time.monotonic())
             if self.state.reset_needed:
                 if not self._take_new_producer_id():  # let every request in flight resolve first, as Kafka does
+                    self._expire_waiting()
                     acc.wakeup.wait(0.01)
                     acc.wakeup.clear()
                     continue
             if self.idempotent and not self.state.has_producer_id() and acc.has_unsent():
                 if not self._init_producer_id():
+                    self._expire_waiting()
                     time.sleep(self.retry_backoff_s)
                     continue
             now = time.monotonic()
@@ -510,6 +523,16 @@ class Producer:
                 return
             acc.wakeup.wait(wait)
             acc.wakeup.clear()
+
+    def _expire_waiting(self) -> None:
+        """Fail the batches that waited unsent past ``delivery_timeout_ms`` (Kafka's expired batches):
+        while no broker can hand out a producer id, nothing else would ever complete them."""
+        for batch in self.accumulator.expire(time.monotonic(), self.delivery_timeout_s):
+            if self.idempotent:
+                self.state.completed(batch, unwritten=not batch.maybe_written)
+            batch.result.complete(-1, -1, KafkaTimeoutError(
+                f"{batch.tp}: batch expired after {self.delivery_timeout_s}s waiting to be sent"))
+            self.accumulator.done(batch)
 
     def _throttled(self, broker_id: int, throttle_ms: int) -> None:
         self._throttled_until[broker_id] = time.monotonic() + throttle_ms / 1000

@@ -291,3 +291,25 @@ def test_unclean_leader_election_when_enabled(replicated) -> None:
     wait_for(lambda: admin.describe_topic(topic)["partitions"][0]["leader"] == -1, 20, what="offline")
     c.restart("broker", follower)  # out of sync, but unclean election is allowed
     wait_for(lambda: admin.describe_topic(topic)["partitions"][0]["leader"] == follower, 20, what="unclean leader")
+
+
+def test_a_producer_whose_only_broker_died_fails_its_batches_after_delivery_timeout(make_cluster) -> None:
+    """With no broker left to hand out a producer id, unsent batches still expire after delivery.timeout.ms
+    (they used to wait forever, and flush() with them)."""
+    c = make_cluster(controllers=1, brokers=1, cleaners=0, coordinators=0, quotas=0)
+    bootstrap = c.procs("broker")[0].address
+    with Admin(bootstrap) as admin:
+        admin.create_topic("lonely", partitions=1)
+    producer = Producer(bootstrap, linger_ms=0, request_timeout_ms=1000, delivery_timeout_ms=2000)
+    try:
+        producer.send("lonely", b"first").get(10)
+        os.kill(c.proc("broker", 1).pid, signal.SIGKILL)
+        futures = [producer.send("lonely", b"lost-%d" % i) for i in range(2)]
+        time.sleep(0.1)
+        futures.append(producer.send("lonely", b"later"))
+        for f in futures:
+            with pytest.raises(TidelogError, match="expired"):
+                f.get(15)
+        producer.flush(5)
+    finally:
+        producer.close(1)
