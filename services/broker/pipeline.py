@@ -83,9 +83,10 @@ class RequestPipeline:
                 types: tuple[int, ...]) -> int:
         """Count a request's bytes and handler time; return its throttle_time_ms (the hot path)."""
         acc = self.accounting
-        acc.record(qtype, ctx.principal, ctx.client_id, amount)
-        acc.record(_REQUEST, ctx.principal, ctx.client_id, handler_s * 100.0)
-        wait = acc.throttle_s(types, ctx.principal, ctx.client_id, self.clock()) if acc.has_decisions else 0.0
+        now = self.clock()
+        acc.record(qtype, ctx.principal, ctx.client_id, amount, now)
+        acc.record(_REQUEST, ctx.principal, ctx.client_id, handler_s * 100.0, now)
+        wait = acc.throttle_s(types, ctx.principal, ctx.client_id, now) if acc.has_decisions else 0.0
         return int(wait * 1000 + 0.999) if wait > 0 else 0
 
     def throttle_ms(self, ctx: RequestContext, types: tuple[int, ...]) -> int:
@@ -93,11 +94,11 @@ class RequestPipeline:
         return int(wait * 1000 + 0.999) if wait > 0 else 0
 
     def record(self, ctx: RequestContext, qtype: QuotaType, amount: float) -> None:
-        self.accounting.record(qtype, ctx.principal, ctx.client_id, amount)
+        self.accounting.record(qtype, ctx.principal, ctx.client_id, amount, self.clock())
 
     def record_handler_time(self, ctx: RequestContext, seconds: float) -> None:
         """Request quotas count handler time in percent-seconds (Kafka's request_percentage)."""
-        self.accounting.record(_REQUEST, ctx.principal, ctx.client_id, seconds * 100.0)
+        self.accounting.record(_REQUEST, ctx.principal, ctx.client_id, seconds * 100.0, self.clock())
 
     async def hold(self, until: float) -> None:
         """KIP-219: the request after a throttled response waits until the throttle ends."""
