@@ -36,6 +36,23 @@ def test_appends_keep_stream_order_whatever_the_begin_stage_awaits() -> None:
     assert appended == list(range(40))
 
 
+def test_responses_ready_at_once_and_awaited_ones_keep_request_order() -> None:
+    async def begin(i: int) -> int:
+        return i
+
+    async def finish(i: int) -> str:
+        await asyncio.sleep(0.001 * ((7 * i) % 5))  # e.g. acks=all waits, finishing out of order
+        return f"waited {i}"
+
+    def ready(i: int) -> str | None:  # every third request has nothing to wait for
+        return None if i % 3 else f"ready {i}"
+
+    async def run() -> list[str]:
+        return [r async for r in ProduceSequencer(begin, finish, ready).run(_requests(30))]
+
+    assert asyncio.run(run()) == [f"ready {i}" if i % 3 == 0 else f"waited {i}" for i in range(30)]
+
+
 def test_context_accounting_and_throttle() -> None:
     now = [100.0]
     acc = QuotaAccounting(report_interval_s=0.1, expiry_s=2.0)
