@@ -49,15 +49,16 @@ class QuotaAccounting:
         self.provisional.set_configs(configs)
         self._configured = self.provisional.configured
 
-    def record(self, qtype: int, user: str, client_id: str, amount: float, now: float = 0.0) -> None:
-        """Count ``amount`` against the pair (hot path: two dict lookups while no quota is set)."""
+    def record(self, qtype: int, user: str, client_id: str, amount: float, now: float | None = None) -> None:
+        """Count ``amount`` against the pair (hot path: two dict lookups while no quota is set); ``now``
+        (monotonic seconds) lets a pair without a decision count towards its provisional one."""
         key = (qtype, user, client_id)
         self._usage[key] = self._usage.get(key, 0.0) + amount
         if self._table or self._configured:
             entry = self._table.get(key)
             if entry is not None:
                 entry.used += amount
-            elif self._configured and now - self.decided_at <= self.expiry_s:
+            elif self._configured and now is not None and now - self.decided_at <= self.expiry_s:
                 self.provisional.record(qtype, user, client_id, amount, now * 1000.0)
 
     def drain(self) -> dict[Pair, float]:
