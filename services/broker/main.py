@@ -23,6 +23,8 @@ from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
 from shared.proto import tidelog_pb2 as pb
+from shared.quota.decision import ProvisionalQuotas
+from shared.quota.entities import parse_configs
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -64,7 +66,8 @@ class Broker(Service[BrokerSettings]):
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
                                         settings.log_cleaner_dedupe_buffer_size)
         interval_s = settings.quota_report_interval_ms / 1000
-        self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds)
+        self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds,
+                                                ProvisionalQuotas(window_ms=settings.quota_window_size_seconds * 1000))
         self.quota_reporter = QuotaReporter(self._active_quota_instance, self.quota_accounting, settings.id, interval_s)
         self._tasks: list[asyncio.Task[Any]] = []
         self._pid_next = 0
@@ -126,6 +129,7 @@ class Broker(Service[BrokerSettings]):
         opening = time.monotonic()
         await self.metadata.start()
         self.store.watch_prefix(self.store.keys.offsets_owners_prefix(), self._on_coordinator_owners, "offsets owners")
+        self.store.watch_prefix(self.store.keys.quotas_prefix(), self._on_quota_configs, "quotas")
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         if self._metrics is not None:  # the first metadata opened (and recovered) the logs
             self._metrics.recovery_seconds.set(time.monotonic() - opening)
@@ -135,6 +139,10 @@ class Broker(Service[BrokerSettings]):
 
     def _on_coordinator_owners(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
         self.coordinator_owners = {int(k.decode().rsplit("/", 1)[-1]): v for k, (v, _, _) in snap.items()}
+
+    def _on_quota_configs(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
+        """The quota entries, for provisional decisions on pairs the quota service has not decided yet."""
+        self.quota_accounting.set_configs(parse_configs(self.store.keys.quotas_prefix(), snap))
 
     def _on_lease_lost(self) -> None:
         self.replicas.fence()

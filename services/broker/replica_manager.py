@@ -392,16 +392,17 @@ class ReplicaManager:
         self._any_changed = asyncio.Event()
 
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
-        params = params.bounded()
-        deadline = time.monotonic() + params.max_wait_ms / 1000
+        """Serve a fetch; the time spent reading is added to the caller's ``params.read_time_s``."""
+        bounded = params.bounded()
+        deadline = time.monotonic() + bounded.max_wait_ms / 1000
         while True:
             started = time.perf_counter()
-            results, total, error = self._read_once(params)
-            params.read_time_s += time.perf_counter() - started
+            results, total, error = self._read_once(bounded)
+            params.read_time_s += time.perf_counter() - started  # the caller's: request quotas and metrics read it
             remaining = deadline - time.monotonic()
-            if total >= params.min_bytes or error or remaining <= 0:
+            if total >= bounded.min_bytes or error or remaining <= 0:
                 return results
-            if not await self._wait_for_change(params.specs, remaining):
+            if not await self._wait_for_change(bounded.specs, remaining):
                 return results  # nothing changed while waiting: the same answer, without reading again
 
     async def _wait_for_change(self, specs: list[FetchSpec], timeout: float) -> bool:

@@ -111,9 +111,18 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         request, results, waits, throttle_ms, (held_s, local_s) = pending
         started = time.perf_counter()
         results = await self.rm.complete_produce(request.timeout_ms, results, waits)
+        return self._response(request, results, throttle_ms, held_s, local_s, time.perf_counter() - started)
+
+    def _ready(self, pending: PendingProduce) -> pb.ProduceResponse | None:
+        """The response at once when nothing waits for replication (acks 0/1): no task, no loop turn."""
+        request, results, waits, throttle_ms, (held_s, local_s) = pending
+        return None if waits else self._response(request, results, throttle_ms, held_s, local_s, 0.0)
+
+    def _response(self, request: ProduceRequestView, results: dict[TopicPartition, ProduceResult],
+                  throttle_ms: int, held_s: float, local_s: float, remote_s: float) -> pb.ProduceResponse:
         metrics = self.pipeline.metrics
         if metrics is not None:
-            metrics.request_done("Produce", max(held_s, 0.0), local_s, time.perf_counter() - started)
+            metrics.request_done("Produce", max(held_s, 0.0), local_s, remote_s)
         resp = pb.ProduceResponse(correlation_id=request.correlation_id, throttle_time_ms=throttle_ms)
         by_topic: dict[str, pb.ProduceTopicResponse] = {}
         for tp, r in results.items():
@@ -159,7 +168,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             hold_until = self.pipeline.clock() + pending[3] / 1000 if pending[3] else 0.0
             return pending
 
-        async for resp in ProduceSequencer(begin, self._respond).run(requests()):
+        async for resp in ProduceSequencer(begin, self._respond, self._ready).run(requests()):
             yield resp
         if malformed:
             await _well_formed(malformed[0], context)

@@ -25,15 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from shared.quota.decision import CREDIT_MS, GroupState, max_throttle_ms
 from shared.quota.entities import KEY_OF_TYPE, Match, QuotaEntity, QuotaType, resolve
-from shared.quota.rate import (
-    QUOTA_WINDOW_NUM,
-    QUOTA_WINDOW_SIZE_MS,
-    SampledRate,
-    Smoother,
-    credit,
-    throttle_time_ms,
-)
+from shared.quota.rate import QUOTA_WINDOW_NUM, QUOTA_WINDOW_SIZE_MS
 
 Pair = tuple[QuotaType, str, str]  # quota type, user, client id
 CLUSTER = -1  # the scope of a cluster-wide rate
@@ -52,14 +46,13 @@ class Decision:
 
 class QuotaDecider:
     def __init__(self, samples: int = QUOTA_WINDOW_NUM, window_ms: int = QUOTA_WINDOW_SIZE_MS,
-                 credit_ms: float = 200.0) -> None:
+                 credit_ms: float = CREDIT_MS) -> None:
         self.samples = samples
         self.window_ms = window_ms
         self.credit_ms = credit_ms
         self._configs: dict[QuotaEntity, dict[str, float]] = {}
         self._matches: dict[Pair, Match | None] = {}
-        self._rates: dict[tuple[QuotaType, tuple[str, str], int], SampledRate] = {}
-        self._buckets: dict[tuple[QuotaType, tuple[str, str], int], Smoother] = {}
+        self._groups: dict[tuple[QuotaType, tuple[str, str], int], GroupState] = {}
         self._seen: dict[int, dict[Pair, float]] = {}  # broker -> pair -> last report with usage (ms)
         self._group_brokers: dict[tuple[QuotaType, tuple[str, str]], dict[int, float]] = {}
         self._forgot_at = float("-inf")
@@ -78,19 +71,12 @@ class QuotaDecider:
             self._matches[pair] = resolve(self._configs, pair[1], pair[2], KEY_OF_TYPE[pair[0]])
         return self._matches[pair]
 
-    def _rate(self, pair: Pair, m: Match, broker: int) -> SampledRate:
+    def _group(self, pair: Pair, m: Match, broker: int, now_ms: float) -> GroupState:
         key = (pair[0], m.group, CLUSTER if m.cluster_wide else broker)
-        rate = self._rates.get(key)
-        if rate is None:
-            rate = self._rates[key] = SampledRate(self.samples, self.window_ms)
-        return rate
-
-    def _bucket(self, pair: Pair, m: Match, broker: int, now_ms: float) -> Smoother:
-        key = (pair[0], m.group, CLUSTER if m.cluster_wide else broker)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = Smoother(self.credit_ms, self.samples * self.window_ms, now_ms)
-        return bucket
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = GroupState(self.samples, self.window_ms, self.credit_ms, now_ms)
+        return group
 
     def report(self, broker: int, now_ms: float, usage: Iterable[tuple[QuotaType, str, str, float]]) -> list[Decision]:
         """Record one broker's usage; return the decisions for every pair it recently served."""
@@ -101,8 +87,7 @@ class QuotaDecider:
             m = self.match(pair)
             if m is None or amount <= 0:
                 continue
-            self._rate(pair, m, broker).record(amount, now_ms)
-            self._bucket(pair, m, broker, now_ms).update(m.value, now_ms, amount)
+            self._group(pair, m, broker, now_ms).record(amount, m.value, now_ms)
             self._group_brokers.setdefault((pair[0], m.group), {})[broker] = now_ms
         self._forget(now_ms)
         return [d for pair in seen if (d := self._decide(pair, broker, now_ms)) is not None]
@@ -111,18 +96,10 @@ class QuotaDecider:
         m = self.match(pair)
         if m is None:
             return None
-        rate = self._rate(pair, m, broker)
-        window = rate.window_size_ms(now_ms)
-        total = rate.total(now_ms)
-        measured = total / (window / 1000.0)
-        bucket = self._bucket(pair, m, broker, now_ms)
-        bucket.update(m.value, now_ms)
-        left = min(credit(total, m.value, window), max(0.0, bucket.level))
+        throttle, left, measured = self._group(pair, m, broker, now_ms).decide(
+            m.value, now_ms, max_throttle_ms(pair[0], self.window_ms))
         if m.cluster_wide:
             left /= max(1, len(self._group_brokers.get((pair[0], m.group), {})))
-        throttle = max(throttle_time_ms(measured, m.value, window), bucket.wait_ms(m.value))
-        if pair[0] == QuotaType.REQUEST:  # as Kafka bounds request-quota throttles: one sample window
-            throttle = min(throttle, self.window_ms)
         return Decision(pair[0], pair[1], pair[2], throttle, left, m.value, measured)
 
     def _forget(self, now_ms: float) -> None:
@@ -138,6 +115,5 @@ class QuotaDecider:
         for brokers in self._group_brokers.values():
             for b in [b for b, t in brokers.items() if t < horizon]:
                 del brokers[b]
-        for key in [k for k, r in self._rates.items() if r.idle(now_ms)]:
-            del self._rates[key]
-            self._buckets.pop(key, None)
+        for key in [k for k, g in self._groups.items() if g.idle(now_ms)]:
+            del self._groups[key]

@@ -25,7 +25,7 @@ from services.quota.metrics import QuotaCollector
 from shared.metadata.store import Snapshot
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
-from shared.quota.entities import QuotaConfigError, QuotaEntity, QuotaType, validate_value
+from shared.quota.entities import QuotaType, parse_configs
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
@@ -35,18 +35,6 @@ log = logging.getLogger(__name__)
 class QuotaSettings(ServiceSettings):
     quota_window_num: int = Field(11, ge=2, le=100, description="quota.window.num: samples in a quota window")
     quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds: one sample's span")
-
-
-def parse_configs(prefix: bytes, snapshot: Snapshot) -> dict[QuotaEntity, dict[str, float]]:
-    """The entries stored under ``prefix``; a bad one is logged and skipped."""
-    out: dict[QuotaEntity, dict[str, float]] = {}
-    for key, (value, _, _) in snapshot.items():
-        path = key[len(prefix):].decode()
-        try:
-            out[QuotaEntity.from_path(path)] = {k: validate_value(k, v) for k, v in dict(value).items()}
-        except (QuotaConfigError, TypeError, ValueError) as exc:
-            log.warning("ignoring bad quota entry", extra={"key": path, "error": str(exc)})
-    return out
 
 
 class QuotaServicer(qpb_grpc.QuotaServiceServicer):

@@ -20,12 +20,16 @@ Must not import services/.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 from urllib.parse import quote, unquote
 
 from shared.errors import ErrorCode, TidelogError
+
+log = logging.getLogger(__name__)
 
 DEFAULT = "<default>"
 #: The principal of every connection until authentication exists (Kafka's name for it).
@@ -189,3 +193,16 @@ def resolve(configs: Mapping[QuotaEntity, Mapping[str, float]], user: str, clien
             assert entity is not None
             return Match(key, entry[key], entity, level, group, bool(entry.get(CLUSTER_WIDE, 0)))
     return None
+
+
+def parse_configs(prefix: bytes, snapshot: Mapping[bytes, tuple[Any, ...]]) -> dict[QuotaEntity, dict[str, float]]:
+    """The entries stored in etcd under ``prefix`` (a watch snapshot: key -> (value, ...)); a bad one is
+    logged and skipped. Read by the quota service and, for their provisional decisions, by brokers."""
+    out: dict[QuotaEntity, dict[str, float]] = {}
+    for key, (value, *_) in snapshot.items():
+        path = key[len(prefix):].decode()
+        try:
+            out[QuotaEntity.from_path(path)] = {k: validate_value(k, v) for k, v in dict(value).items()}
+        except (QuotaConfigError, TypeError, ValueError) as exc:
+            log.warning("ignoring bad quota entry", extra={"key": path, "error": str(exc)})
+    return out

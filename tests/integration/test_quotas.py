@@ -102,6 +102,7 @@ def _measure_all(usage: BrokerUsage, start: list[Any]) -> tuple[dict[str, float]
 def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> None:
     c, bootstrap, admin, usage = one_broker
     _check_admin_api(admin)
+    alter(admin, {"client-id": "rt-new"}, producer_byte_rate=MB)  # for a new client id, at the end
     admin.create_topic("rt", 1, 1)
     load = ProduceLoad(bootstrap, "rt", "rt")
     load.start()
@@ -123,6 +124,13 @@ def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> 
     finally:
         load.stop()
     assert not load.errors
+    # A new client id is held from its first request (the broker's provisional decision), not from
+    # the quota service's first answer ~100 ms later: one 0.9 MB request against 1 MB/s is throttled.
+    with Producer(bootstrap, client_id="rt-new", batch_size=2 * MB, linger_ms=200) as p:
+        for _ in range(900):
+            p.send("rt", b"n" * 1000)
+        p.flush()
+        assert p.throttled_responses >= 1 and p.throttle_time_ms_max >= 300, p.throttle_time_ms_max
 
 
 def test_killing_the_quota_service_fails_open_a_restart_throttles_again_and_a_standby_takes_over(

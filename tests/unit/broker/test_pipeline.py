@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,23 @@ def test_appends_keep_stream_order_whatever_the_begin_stage_awaits() -> None:
 
     assert asyncio.run(run()) == list(range(40))
     assert appended == list(range(40))
+
+
+def test_responses_ready_at_once_and_awaited_ones_keep_request_order() -> None:
+    async def begin(i: int) -> int:
+        return i
+
+    async def finish(i: int) -> str:
+        await asyncio.sleep(0.001 * ((7 * i) % 5))  # e.g. acks=all waits, finishing out of order
+        return f"waited {i}"
+
+    def ready(i: int) -> str | None:  # every third request has nothing to wait for
+        return None if i % 3 else f"ready {i}"
+
+    async def run() -> list[str]:
+        return [r async for r in ProduceSequencer(begin, finish, ready).run(_requests(30))]
+
+    assert asyncio.run(run()) == [f"ready {i}" if i % 3 == 0 else f"waited {i}" for i in range(30)]
 
 
 def test_context_accounting_and_throttle() -> None:
@@ -97,3 +115,18 @@ def test_other_unary_methods_go_through_the_pipeline() -> None:
     with pytest.raises(RuntimeError):
         asyncio.run(refuse(_Req(), ctx))
     assert ctx.aborted is not None
+
+
+def test_fetch_read_time_reaches_the_callers_params(tmp_path: Any) -> None:
+    """Request quotas and the fetch metrics read ``read_time_s`` from the params the server passed,
+    not from the bounded copy the replica manager reads with."""
+    from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManager
+    from shared.types import TopicPartition
+
+    async def run() -> FetchParams:
+        params = FetchParams(replica_id=-1, max_wait_ms=0,
+                             specs=[FetchSpec(TopicPartition("nope", 0), 0, 1024, -1)])
+        await ReplicaManager(1, str(tmp_path)).fetch(params)
+        return params
+
+    assert asyncio.run(run()).read_time_s > 0
