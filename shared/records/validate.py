@@ -33,6 +33,7 @@ from shared.records.header import (
     BatchHeader,
 )
 from shared.records.positions import MIN_VECTOR_RECORDS, read_varints, walk_lengths
+from shared.records.validate_runs import check_runs
 from shared.records.varint import decode_zigzag
 
 #: Attribute bits a client may set: codec, transactional (bit 3 LogAppendTime and bits 5-6 are the
@@ -88,7 +89,11 @@ def validate_produced(buf: bytes | bytearray | memoryview, pos: int, h: BatchHea
 def check_records(h: BatchHeader, data: bytes | memoryview, start: int, stop: int) -> None:
     """Every record of ``data[start:stop]`` against the header's count and maxTimestamp."""
     count = h.records_count
-    max_delta = _vector_check(data, start, stop, count) if count >= MIN_VECTOR_RECORDS else None
+    max_delta = None
+    if count >= MIN_VECTOR_RECORDS:  # runs of records laid out alike, else any plain records, vectorised
+        max_delta = check_runs(data, start, stop, count)
+        if max_delta is None:
+            max_delta = _vector_check(data, start, stop, count)
     if max_delta is None:  # not the common shape, or something is wrong: this walk names it
         max_ts = walk_records(data, start, stop, count, h.base_timestamp)
     else:
