@@ -143,11 +143,25 @@ def produced_limit(compressed_size: int) -> int:
     return max(MAX_DECOMPRESSED_BYTES, 32 * compressed_size)
 
 
+#: The first output buffer of a bounded LZ4 decompression, in compressed sizes (lz4 allocates ``max_length``
+#: up front: asking for the whole bound, 64 MiB, every time costs more than the decompression).
+_LZ4_FIRST_RATIO = 8
+
+
 def _lz4_bounded(data: bytes, bound: int) -> bytes:
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(data, max_length=bound + 1 if bound >= 0 else -1)
-    if bound >= 0 and len(out) > bound:
-        return out
+    if bound < 0:
+        out = d.decompress(data)
+    else:
+        want = min(bound + 1, max(_LZ4_FIRST_RATIO * len(data), 1 << 16))
+        parts = [d.decompress(data, max_length=want)]
+        total = len(parts[0])
+        while not d.eof and not d.needs_input and total <= bound:  # more output: grow, up to the bound
+            parts.append(d.decompress(b"", max_length=min(bound + 1 - total, max(2 * total, 1 << 16))))
+            total += len(parts[-1])
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
+        if total > bound:
+            return out
     if not d.eof:
         raise CorruptRecordError("truncated LZ4 frame")
     if d.unused_data:

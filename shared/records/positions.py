@@ -111,7 +111,8 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
             if length <= 0:
                 return None
             stride = size + length
-            if i >= scalar_until and count - i >= _MIN_RUN:
+            if (i >= scalar_until and count - i >= _MIN_RUN and pos + stride < stop
+                    and data[pos + stride] == b):  # the next record may have the same length: try a run
                 k = min(count - i, (stop - pos) // stride, run_cap)
                 if k >= _MIN_RUN:
                     cand = pos + stride * np.arange(k, dtype=np.int64)

@@ -90,10 +90,12 @@ def check_records(h: BatchHeader, data: bytes | memoryview, start: int, stop: in
     """Every record of ``data[start:stop]`` against the header's count and maxTimestamp."""
     count = h.records_count
     max_delta = None
-    if count >= MIN_VECTOR_RECORDS:  # runs of records laid out alike, else any plain records, vectorised
+    if count >= MIN_VECTOR_RECORDS:  # runs of records laid out alike (few numpy steps per run)
         max_delta = check_runs(data, start, stop, count)
-        if max_delta is None:
-            max_delta = _vector_check(data, start, stop, count)
+    if max_delta is None and isinstance(data, memoryview):  # the walks below index bytes faster
+        data, start, stop = bytes(data[start:stop]), 0, stop - start
+    if max_delta is None and count >= MIN_VECTOR_RECORDS:  # any plain records, vectorised
+        max_delta = _vector_check(data, start, stop, count)
     if max_delta is None:  # not the common shape, or something is wrong: this walk names it
         max_ts = walk_records(data, start, stop, count, h.base_timestamp)
     else:
@@ -189,7 +191,7 @@ def _vector_headers(arr: np.ndarray, p: np.ndarray, last: int) -> np.ndarray | N
 def walk_records(data: bytes | memoryview, start: int, stop: int, count: int, base_ts: int) -> int:
     """Walk ``count`` records record by record; return their max timestamp. Raises naming the record.
 
-    One-byte varints (and two-byte value lengths) are decoded inline, as the decoder does; a field
+    One-byte varints (and two-byte lengths) are decoded inline, as the decoder does; a field
     that reads past its record is caught by the end-of-record check before anything else is read."""
     pos = start
     max_td: int | None = None
@@ -215,6 +217,10 @@ def _walk_record(data: bytes | memoryview, pos: int, stop: int, i: int) -> tuple
     if b < 0x80:
         length = (b >> 1) ^ -(b & 1)
         pos += 1
+    elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+        v = (b & 0x7F) | (data[pos + 1] << 7)
+        length = (v >> 1) ^ -(v & 1)
+        pos += 2
     else:
         length, pos = dz(data, pos)
     end = pos + length
@@ -239,6 +245,10 @@ def _walk_record(data: bytes | memoryview, pos: int, stop: int, i: int) -> tuple
         if b < 0x80:
             n = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            v = (b & 0x7F) | (data[pos + 1] << 7)
+            n = (v >> 1) ^ -(v & 1)
+            pos += 2
         else:
             n, pos = dz(data, pos)
         if n < -1 or (n > 0 and pos + n > end):
