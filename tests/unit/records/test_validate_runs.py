@@ -139,3 +139,10 @@ def test_the_run_check_accepts_only_what_the_record_walk_accepts(n, hs, size, ke
     assert fast is None or fast == slow
     if not flips and size + key_len > 0:
         assert fast is not None, "a well-formed batch of equal records takes the run check"
+
+
+def test_the_validation_benchmark_runs() -> None:
+    from services.broker.log.bench_validate import format_rows, run_validate_bench
+    rows = run_validate_bench(seconds=0.01)
+    assert [r["records"] for r in rows][:2] == [900, 900] and all(r["validate_ns"] > 0 for r in rows)
+    assert "900 x 1 KiB lz4" in format_rows(rows)
