@@ -5,10 +5,11 @@ bit, count and offsets, producer fields) come first; then the records section
 is decompressed and every record walked: lengths and varints in bounds, offset
 deltas 0..n-1 in order, the batch's maxTimestamp equal to its records' max, key
 and value lengths >= -1, headers well formed (UTF-8 keys), and no byte after
-the last record. Plain batches of many records (the producer's usual shape)
-are walked by the vectorised ``positions`` walk in a few numpy steps; anything
-else, or a batch that walk does not accept, goes through the record-by-record
-walk below, which names the first bad record by its index in the batch.
+the last record. Batches of many records that come in runs laid out alike
+(the producer's usual shape) are checked a run at a time (``validate_runs``);
+other plain batches by the vectorised ``positions`` walk in a few numpy steps
+per field; anything else, or a batch those checks do not accept, goes through
+the record-by-record walk below, which names the first bad record by its index.
 
 Byte-level damage is ``CorruptRecordError`` (CORRUPT_MESSAGE); a well-formed
 batch that breaks a rule is ``InvalidRecordError`` (INVALID_RECORD), and a

@@ -6,11 +6,15 @@ header value bytes differ (a length changes only where a delta's varint grows a 
 So one record of a run is walked in Python, which yields its *layout*: the byte columns (relative to the
 record's start) that must be the same in every record of the run (the length varints, the key and value
 length varints, the header count, each header key's length, bytes and value length) and where its
-timestamp-delta and offset-delta varints lie. The following records are then seen as the rows of a 2-D
-view of the bytes (``reshape`` of a contiguous run, no copy), and a few numpy operations check all rows
-at once: the fixed columns equal the walked record's, the two deltas' varints have the same sizes (the
-same continuation bits), and the offset deltas are exactly i, i+1, ... A row passing all three has the
-walked record's layout, so it is as well formed as that one; the run ends at the first row that fails.
+timestamp-delta and offset-delta varints lie. The following records of that length start at a fixed
+stride, so each group of fixed columns is read for all of them at once as one strided view of 8-byte
+little-endian words (``np.ndarray`` over the buffer with the record size as stride: no copy, no fancy
+indexing), and a few numpy operations per word check all rows: the fixed bytes equal the walked record's,
+the two deltas' varints have the same sizes (the same continuation bits), and the offset deltas are
+exactly i, i+1, ... (compared with a table of their encodings). A row passing all of them has the walked
+record's layout, so it is as well formed as that one; the run ends at the first row that fails. The
+producer's 1 KiB-record batch is two runs (offset deltas below 64 take one byte, the rest two), checked
+in ~25 numpy calls instead of ~100 for the per-field walk of ``validate._vector_check``.
 
 Pure: bytes in, the records' max timestamp delta or None out. None means "not this shape, or something is
 wrong": the caller then uses the general vectorised check or the record-by-record walk, which names the
