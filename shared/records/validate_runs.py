@@ -212,6 +212,8 @@ def check_runs(data: bytes | memoryview, start: int, stop: int, count: int) -> i
             m, td = run_length(arr, pos, rows_max, lay, i)
         else:
             m, td = 1, lay.ts_delta
+        if m == 0:  # cannot be: the run's first row is the walked record; refuse rather than loop
+            return None
         if m < MIN_RUN:
             short += 1
             if short > MAX_SHORT_RUNS:
