@@ -44,6 +44,12 @@ _MAX_OFFSET_BYTES = 5
 _WINDOW = 8
 #: ``_UNZIGZAG[b]`` is the value of the one-byte zig-zag varint ``b`` (for b < 128).
 _UNZIGZAG = np.array([(b >> 1) ^ -(b & 1) for b in range(128)] + [0] * 128, dtype=np.int8)
+#: ``_UNZIGZAG2[w]`` is the value of the two-byte zig-zag varint read little-endian as ``w`` (first byte
+#: with its continuation bit, second byte below 0x80: w < 0x8000).
+_W = np.arange(0x8000, dtype=np.int32)
+_RAW2 = (_W & 0x7F) | ((_W >> 8) << 7)
+_UNZIGZAG2 = ((_RAW2 >> 1) ^ -(_RAW2 & 1)).astype(np.int16)
+del _W, _RAW2
 #: The little-endian dtype that reads a varint of 1..8 bytes whole (masked to its size when wider).
 _DTYPES = {1: "u1", 2: "<u2", 3: "<u4", 4: "<u4", 5: "<u8", 6: "<u8", 7: "<u8", 8: "<u8"}
 
@@ -190,6 +196,8 @@ def run_length(arr: np.ndarray, pos: int, rows_max: int, lay: Layout, index: int
     ts = _column(arr, pos, size, m, lay.ts_col, lay.ts_size)
     if lay.ts_size == 1:
         return m, int(_UNZIGZAG.take(ts).max())
+    if lay.ts_size == 2:
+        return m, int(_UNZIGZAG2.take(ts).max())
     return m, int(_varint_values(ts, lay.ts_size).max())
 
 
