@@ -95,23 +95,27 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
     run_cap = _MAX_RUN_CHECK
     s_list: list[int] = []
     e_list: list[int] = []
+    s_add, e_add = s_list.append, e_list.append
     try:
         while i < count:
             b = data[pos]
             if b < 0x80:
-                length, size = (b >> 1) ^ -(b & 1), 1
+                if b & 1:  # negative
+                    return None
+                length, size = b >> 1, 1
+            elif data[pos + 1] < 0x80:
+                if b & 1:
+                    return None
+                length, size = ((b & 0x7F) | (data[pos + 1] << 7)) >> 1, 2
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    v = (b & 0x7F) | (b2 << 7)
-                    length, size = (v >> 1) ^ -(v & 1), 2
-                else:
-                    length, after = dz(data, pos)
-                    size = after - pos
+                length, after = dz(data, pos)
+                size = after - pos
             if length <= 0:
                 return None
-            stride = size + length
-            if i >= scalar_until and count - i >= _MIN_RUN:
+            nxt = pos + size + length
+            # The next record may have the same length (its first byte matches): try a run.
+            if nxt < stop and data[nxt] == b and i >= scalar_until and count - i >= _MIN_RUN:
+                stride = size + length
                 k = min(count - i, (stop - pos) // stride, run_cap)
                 if k >= _MIN_RUN:
                     cand = pos + stride * np.arange(k, dtype=np.int64)
@@ -124,7 +128,8 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
                         if s_list:
                             starts.append(np.array(s_list, np.int64))
                             ends.append(np.array(e_list, np.int64))
-                            s_list, e_list = [], []
+                            s_list.clear()
+                            e_list.clear()
                         body = cand[:m] + size
                         starts.append(body)
                         ends.append(body + length)
@@ -132,9 +137,9 @@ def walk_lengths(data: bytes | memoryview, arr: np.ndarray, start: int, stop: in
                         i += m
                         continue
                 scalar_until = i + 4 * _MIN_RUN
-            s_list.append(pos + size)
-            e_list.append(pos + stride)
-            pos += stride
+            s_add(pos + size)
+            e_add(nxt)
+            pos = nxt
             i += 1
     except (IndexError, CorruptRecordError):  # the record-by-record decoder names the fault
         return None

@@ -5,10 +5,11 @@ bit, count and offsets, producer fields) come first; then the records section
 is decompressed and every record walked: lengths and varints in bounds, offset
 deltas 0..n-1 in order, the batch's maxTimestamp equal to its records' max, key
 and value lengths >= -1, headers well formed (UTF-8 keys), and no byte after
-the last record. Plain batches of many records (the producer's usual shape)
-are walked by the vectorised ``positions`` walk in a few numpy steps; anything
-else, or a batch that walk does not accept, goes through the record-by-record
-walk below, which names the first bad record by its index in the batch.
+the last record. Batches of many records that come in runs laid out alike
+(the producer's usual shape) are checked a run at a time (``validate_runs``);
+other plain batches by the vectorised ``positions`` walk in a few numpy steps
+per field; anything else, or a batch those checks do not accept, goes through
+the record-by-record walk below, which names the first bad record by its index.
 
 Byte-level damage is ``CorruptRecordError`` (CORRUPT_MESSAGE); a well-formed
 batch that breaks a rule is ``InvalidRecordError`` (INVALID_RECORD), and a
@@ -33,6 +34,7 @@ from shared.records.header import (
     BatchHeader,
 )
 from shared.records.positions import MIN_VECTOR_RECORDS, read_varints, walk_lengths
+from shared.records.validate_runs import check_runs
 from shared.records.varint import decode_zigzag
 
 #: Attribute bits a client may set: codec, transactional (bit 3 LogAppendTime and bits 5-6 are the
@@ -88,7 +90,13 @@ def validate_produced(buf: bytes | bytearray | memoryview, pos: int, h: BatchHea
 def check_records(h: BatchHeader, data: bytes | memoryview, start: int, stop: int) -> None:
     """Every record of ``data[start:stop]`` against the header's count and maxTimestamp."""
     count = h.records_count
-    max_delta = _vector_check(data, start, stop, count) if count >= MIN_VECTOR_RECORDS else None
+    max_delta = None
+    if count >= MIN_VECTOR_RECORDS:  # runs of records laid out alike (few numpy steps per run)
+        max_delta = check_runs(data, start, stop, count)
+    if max_delta is None and isinstance(data, memoryview):  # the walks below index bytes faster
+        data, start, stop = bytes(data[start:stop]), 0, stop - start
+    if max_delta is None and count >= MIN_VECTOR_RECORDS:  # any plain records, vectorised
+        max_delta = _vector_check(data, start, stop, count)
     if max_delta is None:  # not the common shape, or something is wrong: this walk names it
         max_ts = walk_records(data, start, stop, count, h.base_timestamp)
     else:
@@ -184,7 +192,7 @@ def _vector_headers(arr: np.ndarray, p: np.ndarray, last: int) -> np.ndarray | N
 def walk_records(data: bytes | memoryview, start: int, stop: int, count: int, base_ts: int) -> int:
     """Walk ``count`` records record by record; return their max timestamp. Raises naming the record.
 
-    One-byte varints (and two-byte value lengths) are decoded inline, as the decoder does; a field
+    One-byte varints (and two-byte lengths) are decoded inline, as the decoder does; a field
     that reads past its record is caught by the end-of-record check before anything else is read."""
     pos = start
     max_td: int | None = None
@@ -210,6 +218,10 @@ def _walk_record(data: bytes | memoryview, pos: int, stop: int, i: int) -> tuple
     if b < 0x80:
         length = (b >> 1) ^ -(b & 1)
         pos += 1
+    elif data[pos + 1] < 0x80:  # two bytes: records of 64 B to 8 KiB
+        v = (b & 0x7F) | (data[pos + 1] << 7)
+        length = (v >> 1) ^ -(v & 1)
+        pos += 2
     else:
         length, pos = dz(data, pos)
     end = pos + length
@@ -234,6 +246,10 @@ def _walk_record(data: bytes | memoryview, pos: int, stop: int, i: int) -> tuple
         if b < 0x80:
             n = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:
+            v = (b & 0x7F) | (data[pos + 1] << 7)
+            n = (v >> 1) ^ -(v & 1)
+            pos += 2
         else:
             n, pos = dz(data, pos)
         if n < -1 or (n > 0 and pos + n > end):

@@ -11,6 +11,7 @@ import json
 import click
 
 from services.broker.log.bench import run_log_bench
+from services.broker.log.bench_validate import format_rows, run_validate_bench
 
 
 @click.command("log")
@@ -18,9 +19,16 @@ from services.broker.log.bench import run_log_bench
 @click.option("--record-size", default=1024, show_default=True, type=click.IntRange(0))
 @click.option("--batch-records", default=1000, show_default=True, type=click.IntRange(1))
 @click.option("--dir", "directory", default=None, type=click.Path(file_okay=False), help="where to write (default: temp dir)")
+@click.option("--validate-only", is_flag=True,
+              help="only produce validation, in ns per record, for several batch shapes (bench_validate.py)")
 @click.option("--json", "as_json", is_flag=True)
-def bench_log(records: int, record_size: int, batch_records: int, directory: str | None, as_json: bool) -> None:
+def bench_log(records: int, record_size: int, batch_records: int, directory: str | None, validate_only: bool,
+              as_json: bool) -> None:
     """Segmented-log append/read and codec encode/decode speed (no network)."""
+    if validate_only:
+        rows = run_validate_bench()
+        click.echo(json.dumps(rows) if as_json else format_rows(rows))
+        return
     r = run_log_bench(records, record_size, batch_records, directory)
     if as_json:
         click.echo(json.dumps(r.as_dict()))
