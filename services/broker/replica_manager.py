@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from services.broker import request_limits
+from services.broker.fetch_sessions import LeaderSession
 from services.broker.log import PartitionLog
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
@@ -117,6 +118,7 @@ class ReplicaManager:
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # hosted partitions with more than one replica
         self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
+        self.fetch_sessions: set[LeaderSession] = set()  # followers' fetch sessions: told which partitions change
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -387,9 +389,11 @@ class ReplicaManager:
                 out[spec.tp] = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
         return out, total, error
 
-    def _some_partition_changed(self) -> None:
+    def _some_partition_changed(self, tp: TopicPartition) -> None:
         self._any_changed.set()
         self._any_changed = asyncio.Event()
+        for session in self.fetch_sessions:
+            session.mark_dirty(tp)
 
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
         params = params.bounded()
