@@ -117,6 +117,11 @@ class ReplicaManager:
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # hosted partitions with more than one replica
+        self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
+        # ISR shrinks need a pass over every replicated partition: at most this often (Kafka: every
+        # replica.lag.time.max.ms / 2); expansions are checked every round, where the ISR lacks a replica.
+        self.isr_shrink_check_interval_s = min(1.0, replica_lag_time_max_ms / 8000)
+        self._next_shrink_check = 0.0
         self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
         self.fetch_sessions: set[LeaderSession] = set()  # followers' fetch sessions: told which partitions change
 
@@ -157,6 +162,7 @@ class ReplicaManager:
                                   int(config.extra["min.insync.replicas"]))
         # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
         self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1]
+        self._under_replicated = {p for p in self._replicated if len(p.isr) < len(p.replicas)}
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
@@ -197,11 +203,17 @@ class ReplicaManager:
     # -- ISR maintenance -----------------------------------------------------------------------------
 
     def maintain_isr(self) -> None:
-        """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller."""
-        for part in self._replicated:
+        """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller.
+        Called ~10 times a second; idle, it costs O(under-replicated partitions), plus one pass over every
+        replicated partition per ``isr_shrink_check_interval_s``."""
+        now = time.monotonic()
+        check_shrink = now >= self._next_shrink_check
+        if check_shrink:
+            self._next_shrink_check = now + self.isr_shrink_check_interval_s
+        for part in self._replicated if check_shrink else list(self._under_replicated):
             if not part.is_leader or part.isr_change_in_flight:
                 continue
-            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms)
+            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms) if check_shrink else []
             expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
             if not shrink and not expand:
                 continue
@@ -247,6 +259,10 @@ class ReplicaManager:
                     self.on_isr_change(isr_before, len(resp.isr))
                 part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
                                   resp.partition_epoch, part.min_insync_replicas)
+                if len(part.isr) < len(part.replicas):
+                    self._under_replicated.add(part)
+                else:
+                    self._under_replicated.discard(part)
             else:
                 log.info("AlterPartition refused", extra={"tp": str(part.tp), "error": ErrorCode(resp.error_code).name})
         except grpc.aio.AioRpcError as exc:
@@ -476,6 +492,7 @@ class ReplicaManager:
             await fetcher.close()
         self.fetchers.clear()
         self._replicated = []
+        self._under_replicated = set()
         for task in list(self._isr_tasks):
             task.cancel()
         if self._controller_channel is not None:
