@@ -25,7 +25,7 @@ from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_times
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
-from shared.config import LogConfig
+from shared.config import LONG_MAX, LogConfig
 from shared.errors import (
     ErrorCode,
     NotLeaderOrFollowerError,
@@ -472,12 +472,20 @@ class ReplicaManager:
     # -- housekeeping ------------------------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        """Retention, time-based flushes and HW checkpoints (called periodically)."""
+        """Retention, time-based flushes and HW checkpoints (called periodically). Each partition is only
+        looked at: retention needs a rolled segment (the active one is never deleted), a time-based flush a
+        finite flush.ms (flush.messages is applied on append), a checkpoint a moved high watermark."""
+        now = self.clock()
         for part in list(self.partitions.values()):
-            with contextlib.suppress(Exception):
-                part.log.apply_retention()
-                part.log.maybe_flush()
+            plog = part.log
+            try:
+                if len(plog.segments) > 1:
+                    plog.apply_retention(now)
+                if plog.config.flush_ms != LONG_MAX:
+                    plog.maybe_flush()
                 part.checkpoint_hw()
+            except Exception:  # one partition's failure must not stop the others (the log reports its own)
+                log.debug("housekeeping failed", extra={"tp": str(part.tp)}, exc_info=True)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
