@@ -120,7 +120,8 @@ class StreamFetchSession:
                     break
         finally:
             session.on_dirty = None
-        session.dirty |= starved - answers.keys()  # had data, but the response was full: next time
+        # Had data but got no room in this response: read again next time (even if answered for its HW).
+        session.dirty |= {tp for tp in starved if tp not in answers or not answers[tp].records}
         for tp, r in answers.items():
             session.answered(tp, r.high_watermark, r.log_start_offset)
         return answers, read_s
