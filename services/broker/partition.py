@@ -233,11 +233,12 @@ class Partition:
         return rules.isr_expansion_candidates(self.clock(), self.isr, self.followers, self.high_watermark,
                                               epoch_start, lag_time_max_ms)
 
-    def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
+    def isr_shrink_candidates(self, lag_time_max_ms: int, now_ms: int | None = None) -> list[int]:
         """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
         if not self.is_leader or len(self.isr) == 1:
             return []  # only the leader itself is in the ISR: nobody to drop
-        return rules.isr_shrink_candidates(self.clock(), self.broker_id, self.isr, self.followers, lag_time_max_ms)
+        now = self.clock() if now_ms is None else now_ms
+        return rules.isr_shrink_candidates(now, self.broker_id, self.isr, self.followers, lag_time_max_ms)
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -116,7 +116,7 @@ class ReplicaManager:
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
-        self._replicated: list[Partition] = []  # hosted partitions with more than one replica
+        self._replicated: list[Partition] = []  # partitions led here with more than one replica
         self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
         # ISR shrinks need a pass over every replicated partition: at most this often (Kafka: every
         # replica.lag.time.max.ms / 2); expansions are checked every round, where the ISR lacks a replica.
@@ -161,7 +161,7 @@ class ReplicaManager:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
                                   int(config.extra["min.insync.replicas"]))
         # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
-        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1]
+        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1 and p.leader_id == self.broker_id]
         self._under_replicated = {p for p in self._replicated if len(p.isr) < len(p.replicas)}
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
@@ -210,10 +210,11 @@ class ReplicaManager:
         check_shrink = now >= self._next_shrink_check
         if check_shrink:
             self._next_shrink_check = now + self.isr_shrink_check_interval_s
+        now_ms = self.clock()
         for part in self._replicated if check_shrink else list(self._under_replicated):
             if not part.is_leader or part.isr_change_in_flight:
                 continue
-            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms) if check_shrink else []
+            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
             if not shrink and not expand:
                 continue
