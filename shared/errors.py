@@ -75,6 +75,9 @@ class ErrorCode(IntEnum):
     STALE_MEMBER_EPOCH = 113
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     STALE_BROKER_EPOCH = 77
+    # follower fetch sessions (KIP-227)
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
 
 
 #: Codes a client may retry after refreshing metadata or backing off.

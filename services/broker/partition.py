@@ -18,7 +18,7 @@ from services.broker import replication_rules as rules
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
 from services.broker.log.producer_snapshot import delete_snapshots, restore_producer_state, take_snapshot
 from services.broker.log.validation import validate_produce
-from services.broker.replication_rules import FollowerState
+from services.broker.replication_rules import FetchClock, FollowerState
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -57,7 +57,7 @@ class Partition:
         self.producers = restore_producer_state(log)
         log.on_roll = self._snapshot_producers
         self._changed = asyncio.Event()
-        self.on_change: Callable[[], None] | None = None  # the owner's "some partition changed" signal
+        self.on_change: Callable[[TopicPartition], None] | None = None  # the owner's "a partition changed" signal
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
 
@@ -92,6 +92,7 @@ class Partition:
         if became_leader:
             now = self.clock()
             self.followers = {r: FollowerState(last_caught_up_ms=now) for r in replicas if r != self.broker_id}
+            self._notify()  # fetch sessions holding this partition re-read it (and attach the new states)
         elif not self.is_leader:
             self.followers = {}
         self._maybe_advance_hw()
@@ -125,6 +126,8 @@ class Partition:
                 f"{self.tp}: ISR {self.isr} is smaller than min.insync.replicas={self.min_insync_replicas}"
             )
         info = self.log.append_validated(view, batches, self.leader_epoch)
+        for st in self.followers.values():
+            st.leader_appended()
         for h, first, last in info.batches:
             self.producers.update(h, first, last)
         self._maybe_advance_hw()
@@ -204,13 +207,23 @@ class Partition:
         self._notify()
 
     def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        st = self.followers.setdefault(replica_id, FollowerState())
-        now = self.clock()
-        st.log_end_offset = fetch_offset
-        st.last_fetch_ms = now
-        if fetch_offset >= self.log_end_offset:
-            st.last_caught_up_ms = now
+        """A follower fetch outside a session."""
+        self.followers.setdefault(replica_id, FollowerState()).fetched(self.clock(), fetch_offset, self.log_end_offset)
         self._maybe_advance_hw()
+
+    def update_follower_in_session(self, replica_id: int, fetch_offset: int, session: FetchClock) -> None:
+        """A follower fetch in a session: the follower's times follow the session's until it detaches."""
+        self.followers.setdefault(replica_id, FollowerState()).attach(session, fetch_offset, self.log_end_offset)
+        self._maybe_advance_hw()
+
+    def follower_attached(self, replica_id: int, session: FetchClock) -> bool:
+        st = self.followers.get(replica_id)
+        return st is not None and st.session is session
+
+    def detach_follower(self, replica_id: int, session: FetchClock) -> None:
+        st = self.followers.get(replica_id)
+        if st is not None and st.session is session:
+            st.detach()
 
     def isr_expansion_candidates(self, lag_time_max_ms: int) -> list[int]:
         """Followers outside the ISR that are fetching and have caught up to the high watermark (and this epoch)."""
@@ -220,11 +233,12 @@ class Partition:
         return rules.isr_expansion_candidates(self.clock(), self.isr, self.followers, self.high_watermark,
                                               epoch_start, lag_time_max_ms)
 
-    def isr_shrink_candidates(self, lag_time_max_ms: int) -> list[int]:
+    def isr_shrink_candidates(self, lag_time_max_ms: int, now_ms: int | None = None) -> list[int]:
         """ISR followers that have not caught up for ``replica.lag.time.max.ms``."""
         if not self.is_leader or len(self.isr) == 1:
             return []  # only the leader itself is in the ISR: nobody to drop
-        return rules.isr_shrink_candidates(self.clock(), self.broker_id, self.isr, self.followers, lag_time_max_ms)
+        now = self.clock() if now_ms is None else now_ms
+        return rules.isr_shrink_candidates(now, self.broker_id, self.isr, self.followers, lag_time_max_ms)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -253,7 +267,7 @@ class Partition:
         self._changed.set()
         self._changed = asyncio.Event()
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(self.tp)
 
     def fail_waiters(self) -> None:
         for _, _, fut in self._hw_waiters:

@@ -6,6 +6,12 @@ the leader where the history of its latest local epoch ends
 tail is removed by epoch history, never by high watermark alone. Then it
 fetches from its log end offset with its replica id and current leader epoch,
 appends at the leader's offsets and takes the leader's high watermark.
+
+Fetches run in a fetch session (``fetch_sessions``, Kafka's KIP-227): after a full first request, a
+request names only the partitions whose position changed, and the leader answers only partitions with
+news, so an idle follower of thousands of partitions costs O(changed) per round trip. Every event that
+can change a partition's position marks it (``FollowerSession.mark``); a new stream, a failed request
+or a session error makes the next request full again.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from services.broker.fetch_sessions import FetchPlan, FollowerSession, Position
 from services.broker.replication_rules import truncation_offset
 from shared.errors import ErrorCode, TidelogError
 from shared.netprobe import tcp_reachable_async
@@ -63,7 +70,9 @@ class ReplicaFetcher:
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.BrokerStub | None = None
         self._stream: Any = None  # a FetchStream call: one request, one response, far cheaper than unary calls
-        self._last: tuple[list[tuple[TopicPartition, int, int, int]], pb.FetchRequest, dict[TopicPartition, int]] | None = None
+        self.session = FollowerSession()  # the fetch session on that stream
+        self._to_truncate: set[TopicPartition] = set()  # awaiting the divergence check (OffsetsForLeaderEpoch)
+        self._backing_off: set[TopicPartition] = set()  # left out of requests until their retry time
         self._task = asyncio.ensure_future(self._run())
 
     async def _connect(self) -> bool:
@@ -89,10 +98,26 @@ class ReplicaFetcher:
         st = self.partitions.get(tp)
         if st is None or st.leader_epoch != leader_epoch:
             self.partitions[tp] = FollowState(leader_epoch)
+            self._to_truncate.add(tp)
+            self.session.mark(tp)
             self._wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._to_truncate.discard(tp)
+        self._backing_off.discard(tp)
+        self.session.mark(tp)
+
+    def _back_off(self, tp: TopicPartition, st: FollowState) -> None:
+        st.back_off(asyncio.get_running_loop().time())
+        self._backing_off.add(tp)
+        self.session.mark(tp)
+
+    def _untruncate(self, tp: TopicPartition, st: FollowState) -> None:
+        """Check the divergence from the leader again before fetching ``tp`` further."""
+        st.truncated = False
+        self._to_truncate.add(tp)
+        self.session.mark(tp)
 
     async def close(self) -> None:
         self._task.cancel()
@@ -137,7 +162,8 @@ class ReplicaFetcher:
 
     async def _truncate_pending(self) -> None:
         now = asyncio.get_running_loop().time()
-        pending = {tp: st for tp, st in self.partitions.items() if not st.truncated and st.retry_at <= now}
+        pending = {tp: st for tp in self._to_truncate
+                   if (st := self.partitions.get(tp)) is not None and not st.truncated and st.retry_at <= now}
         if not pending:
             return
         topics: dict[str, list[pb.EpochPartition]] = {}
@@ -161,10 +187,12 @@ class ReplicaFetcher:
                 if part is None or st is None:
                     continue
                 if p.error_code:
-                    st.back_off(now)  # not ready (leader still loading, stale epoch): retry a little later
+                    self._back_off(tp, st)  # not ready (leader still loading, stale epoch): retry a little later
                     continue
                 self._truncate(part, p.leader_epoch, p.end_offset)
                 st.truncated = True
+                self._to_truncate.discard(tp)
+                self.session.mark(tp)
 
     def _truncate(self, part: Partition, leader_epoch: int, end_offset: int) -> None:
         leo = part.log_end_offset
@@ -174,44 +202,59 @@ class ReplicaFetcher:
                                                           "leader_epoch": leader_epoch})
             part.truncate_to(target)
 
-    def _request(self) -> tuple[pb.FetchRequest | None, dict[TopicPartition, int]]:
-        """The next fetch request; the previous one again when no position changed (an idle follower of
-        thousands of partitions then skips building thousands of messages twice a second)."""
-        wanted = []
+    def _position(self, tp: TopicPartition, now: float) -> Position | None:
+        """Where ``tp`` is fetched from, or None while it is not fetched (truncation pending, backing off)."""
+        st = self.partitions.get(tp)
+        part = self._partition(tp)
+        if st is None or part is None or not st.truncated or st.retry_at > now:
+            return None
+        return Position(part.log_end_offset, st.leader_epoch, part.log.log_start_offset)
+
+    def _request(self) -> tuple[FetchPlan, pb.FetchRequest]:
+        """The next request of the session: full after a reset, else only what changed."""
         now = asyncio.get_running_loop().time()
-        for tp, st in self.partitions.items():
-            part = self._partition(tp)
-            if part is not None and st.truncated and st.retry_at <= now:
-                wanted.append((tp, part.log_end_offset, part.log.log_start_offset, st.leader_epoch))
-        if not wanted:
-            return None, {}
-        if self._last is not None and self._last[0] == wanted:
-            return self._last[1], self._last[2]
+        for tp in [tp for tp in self._backing_off if tp not in self.partitions or self.partitions[tp].retry_at <= now]:
+            self._backing_off.discard(tp)
+            self.session.mark(tp)
+        plan = self.session.plan(lambda tp: self._position(tp, now), self.partitions)
         topics: dict[str, list[pb.FetchPartition]] = {}
-        for tp, leo, lso, epoch in wanted:
+        for tp, pos in plan.upserts.items():
             topics.setdefault(tp.topic, []).append(pb.FetchPartition(
-                partition=tp.partition, fetch_offset=leo, partition_max_bytes=self.partition_max_bytes,
-                current_leader_epoch=epoch, log_start_offset=lso))
+                partition=tp.partition, fetch_offset=pos.fetch_offset, partition_max_bytes=self.partition_max_bytes,
+                current_leader_epoch=pos.leader_epoch, log_start_offset=pos.log_start_offset))
+        forgotten: dict[str, list[pb.FetchPartition]] = {}
+        for tp in plan.forgotten:
+            forgotten.setdefault(tp.topic, []).append(pb.FetchPartition(partition=tp.partition))
         req = pb.FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=1,
-                              max_bytes=self.max_bytes, topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
-        epochs = {tp: epoch for tp, _, _, epoch in wanted}
-        self._last = (wanted, req, epochs)
-        return req, epochs
+                              max_bytes=self.max_bytes, session_id=plan.session_id, session_epoch=plan.epoch,
+                              topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()],
+                              forgotten_topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in forgotten.items()])
+        return plan, req
 
     async def _fetch_once(self) -> None:
-        req, epochs = self._request()
-        if req is None:
-            await asyncio.sleep(0.05)
+        if self._stream is None:
+            self.session.reset()  # a new stream: the leader holds no session for us
+        plan, req = self._request()
+        try:
+            resp = await self._fetch_call(req)
+        except BaseException:
+            self.session.reset()
+            raise
+        if not self.session.on_response(plan, resp.error_code, resp.session_id):
+            log.info("fetch session reset", extra={"leader": self.leader_id, "error": ErrorCode(resp.error_code).name})
             return
-        resp = await self._fetch_call(req)
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition)
                 part = self._partition(tp)
                 st = self.partitions.get(tp)
-                if part is None or st is None or st.leader_epoch != epochs.get(tp):
-                    continue
-                self._handle(part, st, p)
+                held = self.session.sent.get(tp)
+                if part is None or st is None or held is None or st.leader_epoch != held[1]:
+                    continue  # no longer ours at that epoch: marked already, the next request says so
+                self.session.mark(tp)  # its position may move now
+                if p.fetch_offset != part.log_end_offset and not p.error_code:
+                    continue  # not read where our log ends (truncated meanwhile): the next request corrects it
+                self._handle(tp, part, st, p)
 
     async def _fetch_call(self, req: pb.FetchRequest) -> pb.FetchResponse:
         """One fetch over the long-lived FetchStream (opened on first use, dropped on any error)."""
@@ -232,24 +275,24 @@ class ReplicaFetcher:
             raise ConnectionError(f"fetch stream to leader {self.leader_id} ended")
         return resp
 
-    def _handle(self, part: Partition, st: FollowState, p: pb.FetchPartitionResponse) -> None:
+    def _handle(self, tp: TopicPartition, part: Partition, st: FollowState, p: pb.FetchPartitionResponse) -> None:
         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if part.log_end_offset < p.log_start_offset:
                 part.truncate_fully_and_start_at(p.log_start_offset)  # the leader deleted what we lack
             else:
-                st.truncated = False  # we are ahead of the leader: find the divergence again
+                self._untruncate(tp, st)  # we are ahead of the leader: find the divergence again
             return
         if p.error_code:
             if p.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 ErrorCode.UNKNOWN_LEADER_EPOCH):
-                st.truncated = False  # wait for metadata; re-check divergence against the new leader
-            st.back_off(asyncio.get_running_loop().time())
+                self._untruncate(tp, st)  # wait for metadata; re-check divergence against the new leader
+            self._back_off(tp, st)
             return
         if p.records:
             try:
                 part.append_as_follower(p.records)
             except TidelogError as exc:
                 log.warning("follower append failed", extra={"tp": str(part.tp), "error": str(exc)})
-                st.truncated = False
+                self._untruncate(tp, st)
                 return
         part.follower_update_hw(p.high_watermark)

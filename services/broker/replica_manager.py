@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 import grpc
 
 from services.broker import request_limits
+from services.broker.fetch_sessions import LeaderSession
 from services.broker.log import PartitionLog
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
-from shared.config import LogConfig
+from shared.config import LONG_MAX, LogConfig
 from shared.errors import (
     ErrorCode,
     NotLeaderOrFollowerError,
@@ -115,8 +116,14 @@ class ReplicaManager:
         self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
-        self._replicated: list[Partition] = []  # hosted partitions with more than one replica
+        self._replicated: list[Partition] = []  # partitions led here with more than one replica
+        self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
+        # ISR shrinks need a pass over every replicated partition: at most this often (Kafka: every
+        # replica.lag.time.max.ms / 2); expansions are checked every round, where the ISR lacks a replica.
+        self.isr_shrink_check_interval_s = min(1.0, replica_lag_time_max_ms / 8000)
+        self._next_shrink_check = 0.0
         self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
+        self.fetch_sessions: set[LeaderSession] = set()  # followers' fetch sessions: told which partitions change
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -154,7 +161,8 @@ class ReplicaManager:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
                                   int(config.extra["min.insync.replicas"]))
         # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
-        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1]
+        self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1 and p.leader_id == self.broker_id]
+        self._under_replicated = {p for p in self._replicated if len(p.isr) < len(p.replicas)}
         if not self._stray_check_done:
             self._delete_strays(set(wanted))
             self._stray_check_done = True
@@ -195,11 +203,18 @@ class ReplicaManager:
     # -- ISR maintenance -----------------------------------------------------------------------------
 
     def maintain_isr(self) -> None:
-        """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller."""
-        for part in self._replicated:
+        """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller.
+        Called ~10 times a second; idle, it costs O(under-replicated partitions), plus one pass over every
+        replicated partition per ``isr_shrink_check_interval_s``."""
+        now = time.monotonic()
+        check_shrink = now >= self._next_shrink_check
+        if check_shrink:
+            self._next_shrink_check = now + self.isr_shrink_check_interval_s
+        now_ms = self.clock()
+        for part in self._replicated if check_shrink else list(self._under_replicated):
             if not part.is_leader or part.isr_change_in_flight:
                 continue
-            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms)
+            shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
             if not shrink and not expand:
                 continue
@@ -245,6 +260,10 @@ class ReplicaManager:
                     self.on_isr_change(isr_before, len(resp.isr))
                 part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
                                   resp.partition_epoch, part.min_insync_replicas)
+                if len(part.isr) < len(part.replicas):
+                    self._under_replicated.add(part)
+                else:
+                    self._under_replicated.discard(part)
             else:
                 log.info("AlterPartition refused", extra={"tp": str(part.tp), "error": ErrorCode(resp.error_code).name})
         except grpc.aio.AioRpcError as exc:
@@ -387,9 +406,11 @@ class ReplicaManager:
                 out[spec.tp] = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
         return out, total, error
 
-    def _some_partition_changed(self) -> None:
+    def _some_partition_changed(self, tp: TopicPartition) -> None:
         self._any_changed.set()
         self._any_changed = asyncio.Event()
+        for session in self.fetch_sessions:
+            session.mark_dirty(tp)
 
     async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
         """Serve a fetch; the time spent reading is added to the caller's ``params.read_time_s``."""
@@ -453,12 +474,20 @@ class ReplicaManager:
     # -- housekeeping ------------------------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        """Retention, time-based flushes and HW checkpoints (called periodically)."""
+        """Retention, time-based flushes and HW checkpoints (called periodically). Each partition is only
+        looked at: retention needs a rolled segment (the active one is never deleted), a time-based flush a
+        finite flush.ms (flush.messages is applied on append), a checkpoint a moved high watermark."""
+        now = self.clock()
         for part in list(self.partitions.values()):
-            with contextlib.suppress(Exception):
-                part.log.apply_retention()
-                part.log.maybe_flush()
+            plog = part.log
+            try:
+                if len(plog.segments) > 1:
+                    plog.apply_retention(now)
+                if plog.config.flush_ms != LONG_MAX:
+                    plog.maybe_flush()
                 part.checkpoint_hw()
+            except Exception:  # one partition's failure must not stop the others (the log reports its own)
+                log.debug("housekeeping failed", extra={"tp": str(part.tp)}, exc_info=True)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
@@ -473,6 +502,7 @@ class ReplicaManager:
             await fetcher.close()
         self.fetchers.clear()
         self._replicated = []
+        self._under_replicated = set()
         for task in list(self._isr_tasks):
             task.cancel()
         if self._controller_channel is not None:

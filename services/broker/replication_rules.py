@@ -14,14 +14,82 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import Protocol
 
 
-@dataclass
+class FetchClock(Protocol):
+    """A follower fetch session: ``last_fetch_ms`` is when the follower last fetched (any partition)."""
+
+    last_fetch_ms: int
+
+
 class FollowerState:
-    log_end_offset: int = -1
-    last_fetch_ms: int = 0
-    last_caught_up_ms: int = 0
+    """What the leader knows of one follower of one partition.
+
+    A fetch outside a session sets the times directly (``fetched``). In a fetch session the follower
+    names a partition only when its offset changes, so the state is *attached* to the session: while
+    attached, the last fetch is the session's last fetch, and a follower that was caught up at its last
+    offset stays caught up at every fetch until the leader appends (``leader_appended`` freezes the time).
+    Both ways give the same times as a fetch per partition would."""
+
+    __slots__ = ("log_end_offset", "_last_fetch_ms", "_last_caught_up_ms", "session", "caught_up")
+
+    def __init__(self, log_end_offset: int = -1, last_fetch_ms: int = 0, last_caught_up_ms: int = 0) -> None:
+        self.log_end_offset = log_end_offset
+        self._last_fetch_ms = last_fetch_ms
+        self._last_caught_up_ms = last_caught_up_ms
+        self.session: FetchClock | None = None
+        self.caught_up = False  # attached only: at its offset the follower had all the leader's log
+
+    @property
+    def last_fetch_ms(self) -> int:
+        return self.session.last_fetch_ms if self.session is not None else self._last_fetch_ms
+
+    @last_fetch_ms.setter
+    def last_fetch_ms(self, value: int) -> None:
+        self._last_fetch_ms = value
+
+    @property
+    def last_caught_up_ms(self) -> int:
+        if self.session is not None and self.caught_up:
+            return self.session.last_fetch_ms
+        return self._last_caught_up_ms
+
+    @last_caught_up_ms.setter
+    def last_caught_up_ms(self, value: int) -> None:
+        self._last_caught_up_ms = value
+
+    def fetched(self, now_ms: int, fetch_offset: int, leader_log_end_offset: int) -> None:
+        """A fetch outside any session."""
+        self.detach()
+        self.log_end_offset = fetch_offset
+        self._last_fetch_ms = now_ms
+        if fetch_offset >= leader_log_end_offset:
+            self._last_caught_up_ms = now_ms
+
+    def attach(self, session: FetchClock, fetch_offset: int, leader_log_end_offset: int) -> None:
+        """The follower fetches at ``fetch_offset`` in ``session`` (called before the session's
+        ``last_fetch_ms`` is set to this fetch's time)."""
+        self.detach()
+        self.log_end_offset = fetch_offset
+        self.session = session
+        self.caught_up = fetch_offset >= leader_log_end_offset
+
+    def leader_appended(self) -> None:
+        """The leader's log grew: an attached follower is no longer caught up at its offset; it last was
+        at the session's last fetch."""
+        if self.session is not None and self.caught_up:
+            self._last_caught_up_ms = self.session.last_fetch_ms
+            self.caught_up = False
+
+    def detach(self) -> None:
+        """The follower stopped fetching this partition in its session: the times stop there."""
+        if self.session is not None:
+            self._last_fetch_ms = self.session.last_fetch_ms
+            if self.caught_up:
+                self._last_caught_up_ms = self.session.last_fetch_ms
+            self.session = None
+            self.caught_up = False
 
 
 def high_watermark(broker_id: int, log_end_offset: int, log_start_offset: int, isr: Sequence[int],

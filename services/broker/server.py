@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from services.broker.follower_sessions import StreamFetchSession, is_session_fetch
 from services.broker.pipeline import (
     FETCH,
     FETCH_TYPES,
@@ -245,6 +246,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         # incremental requests see the positions the previous response left; while one is read,
         # the previous response is being written, and a client may keep several in flight.
         session: dict[TopicPartition, int] = {}
+        follower_session = StreamFetchSession(self.rm)  # a follower's fetch session lives as long as its stream
         lock = asyncio.Lock()
         peer = context.peer()
         hold_until = 0.0
@@ -253,14 +255,19 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             nonlocal hold_until
             async with lock:
                 ctx = await _context(self.pipeline, "Fetch", request.client_id, peer, context)
+                if is_session_fetch(request):
+                    return await follower_session.fetch(request, self.pipeline.metrics)
                 if hold_until:
                     await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
                 resp, throttle_ms = await self._fetch(request, ctx, session)
                 hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
                 return resp
 
-        async for resp in _pipelined(request_iterator, handle):
-            yield resp
+        try:
+            async for resp in _pipelined(request_iterator, handle):
+                yield resp
+        finally:
+            follower_session.close()
 
     # -- list offsets ----------------------------------------------------------------------------------
 

@@ -65,10 +65,10 @@ class FetchTopicView:
 
 
 class FetchResponseView:
-    __slots__ = ("throttle_time_ms", "error_code", "topics", "correlation_id")
+    __slots__ = ("throttle_time_ms", "error_code", "topics", "correlation_id", "session_id")
 
     def __init__(self, buf: bytes) -> None:
-        self.throttle_time_ms = self.error_code = self.correlation_id = 0
+        self.throttle_time_ms = self.error_code = self.correlation_id = self.session_id = 0
         self.topics: list[FetchTopicView] = []
         for field, value in fields(buf, 0, len(buf)):
             if field == 3 and isinstance(value, tuple):
@@ -80,6 +80,8 @@ class FetchResponseView:
                     self.error_code = signed(value)
                 elif field == 4:
                     self.correlation_id = signed(value)
+                elif field == 5:
+                    self.session_id = signed(value)
 
 
 def parse_fetch_response(buf: bytes) -> FetchResponseView:
@@ -109,6 +111,7 @@ def encode_fetch_response(
     topics: Sequence[tuple[str, Sequence[FetchPartitionData]]],
     throttle_time_ms: int = 0,
     error_code: int = 0,
+    session_id: int = 0,
 ) -> bytes:
     """The serialised ``FetchResponse``, exactly as the generated serialiser writes it (proto3: zero
     and empty fields left out, fields in number order), with each partition's records copied once,
@@ -130,5 +133,5 @@ def encode_fetch_response(
                 topic.append(p.records)
             topic.append(tail)
         out += (b"\x1a" + varint(sum(len(x) for x in topic)), *topic)
-    out.append(int_fields(((0x20, correlation_id),)))
+    out.append(int_fields(((0x20, correlation_id), (0x28, session_id))))
     return b"".join(out)

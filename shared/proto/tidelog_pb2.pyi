@@ -165,7 +165,7 @@ class FetchTopic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "client_id", "correlation_id", "replica_epoch", "incremental")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "client_id", "correlation_id", "replica_epoch", "incremental", "session_id", "session_epoch", "forgotten_topics")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,9 @@ class FetchRequest(_message.Message):
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_EPOCH_FIELD_NUMBER: _ClassVar[int]
     INCREMENTAL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_TOPICS_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
@@ -186,7 +189,10 @@ class FetchRequest(_message.Message):
     correlation_id: int
     replica_epoch: int
     incremental: bool
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., client_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., incremental: _Optional[bool] = ...) -> None: ...
+    session_id: int
+    session_epoch: int
+    forgotten_topics: _containers.RepeatedCompositeFieldContainer[FetchTopic]
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ..., client_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., incremental: _Optional[bool] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten_topics: _Optional[_Iterable[_Union[FetchTopic, _Mapping]]] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
     __slots__ = ("partition", "error_code", "error_message", "high_watermark", "last_stable_offset", "log_start_offset", "log_end_offset", "leader_epoch", "records", "fetch_offset", "next_offset")
@@ -223,16 +229,18 @@ class FetchTopicResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchPartitionResponse, _Mapping]]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("throttle_time_ms", "error_code", "topics", "correlation_id")
+    __slots__ = ("throttle_time_ms", "error_code", "topics", "correlation_id", "session_id")
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     throttle_time_ms: int
     error_code: int
     topics: _containers.RepeatedCompositeFieldContainer[FetchTopicResponse]
     correlation_id: int
-    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopicResponse, _Mapping]]] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    session_id: int
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[FetchTopicResponse, _Mapping]]] = ..., correlation_id: _Optional[int] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsPartition(_message.Message):
     __slots__ = ("partition", "timestamp", "current_leader_epoch")

@@ -21,16 +21,17 @@ PARTITION_FIELDS = [f.name for f in pb.FetchPartitionResponse.DESCRIPTOR.fields]
 
 
 @settings(max_examples=300)
-@given(int32, int32, int64, st.lists(topic, max_size=3))
-def test_every_field_as_the_generated_parser_reads_it(throttle, error, correlation, topics) -> None:
-    msg = pb.FetchResponse(throttle_time_ms=throttle, error_code=error, correlation_id=correlation)
+@given(int32, int32, int64, st.lists(topic, max_size=3), int32)
+def test_every_field_as_the_generated_parser_reads_it(throttle, error, correlation, topics, session) -> None:
+    msg = pb.FetchResponse(throttle_time_ms=throttle, error_code=error, correlation_id=correlation, session_id=session)
     for name, parts in topics:
         t = msg.topics.add(name=name)
         for p in parts:
             t.partitions.add(**p)
     raw = msg.SerializeToString()
     ours = parse_fetch_response(raw)
-    assert (ours.throttle_time_ms, ours.error_code, ours.correlation_id) == (throttle, error, correlation)
+    assert (ours.throttle_time_ms, ours.error_code, ours.correlation_id, ours.session_id) == (
+        throttle, error, correlation, session)
     assert [t.name for t in ours.topics] == [t.name for t in msg.topics]
     for mine, theirs in zip(ours.topics, msg.topics, strict=True):
         assert len(mine.partitions) == len(theirs.partitions)
@@ -44,7 +45,7 @@ def test_all_fields_of_the_proto_are_known() -> None:
                                      "last_stable_offset", "log_start_offset", "log_end_offset", "leader_epoch",
                                      "records", "fetch_offset", "next_offset"}
     assert {f.name for f in pb.FetchResponse.DESCRIPTOR.fields} == {"throttle_time_ms", "error_code", "topics",
-                                                                    "correlation_id"}
+                                                                    "correlation_id", "session_id"}
 
 
 @settings(max_examples=500)
@@ -66,10 +67,10 @@ def test_a_truncated_response_is_a_wire_error() -> None:
 
 
 @settings(max_examples=300)
-@given(int32, int32, int64, st.lists(topic, max_size=3), st.booleans())
+@given(int32, int32, int64, st.lists(topic, max_size=3), st.booleans(), int32)
 def test_the_broker_writes_byte_for_byte_what_the_generated_serialiser_writes(throttle, error, correlation, topics,
-                                                                             as_views) -> None:
-    msg = pb.FetchResponse(throttle_time_ms=throttle, error_code=error, correlation_id=correlation)
+                                                                             as_views, session) -> None:
+    msg = pb.FetchResponse(throttle_time_ms=throttle, error_code=error, correlation_id=correlation, session_id=session)
     ours_topics = []
     for name, parts in topics:
         t = msg.topics.add(name=name)
@@ -80,5 +81,5 @@ def test_the_broker_writes_byte_for_byte_what_the_generated_serialiser_writes(th
             mine.append(FetchPartitionData(**{**p, "records": records}))
         ours_topics.append((name, mine))
     ours = encode_fetch_response(correlation_id=correlation, topics=ours_topics, throttle_time_ms=throttle,
-                                 error_code=error)
+                                 error_code=error, session_id=session)
     assert ours == msg.SerializeToString()

@@ -1,0 +1,183 @@
+"""The leader's side of follower fetch sessions (rules in ``fetch_sessions``): one session per FetchStream.
+
+A follower opens its session with a full request on its stream; the session ends with the stream (a
+reconnection is a new session, as the follower's reset makes it). A request reads only the partitions it
+changes and those marked dirty since (the replica manager marks every partition change in every session),
+long-polls on the session's own signal, and answers only what ``LeaderSession.needs_answer`` allows.
+Follower fetch offsets still drive the high watermark and the ISR: a partition named with a new offset
+attaches the follower's state to the session (``Partition.update_follower_in_session``), after which
+the session's fetch time stands for every fetch of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from services.broker import request_limits
+from services.broker.fetch_sessions import INITIAL_EPOCH, LeaderSession, resolve_session
+from services.broker.replica_manager import FetchPartitionResult
+from shared.errors import NotLeaderOrFollowerError, TidelogError
+from shared.proto import tidelog_pb2 as pb
+from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
+from shared.records.header import next_offset_after
+from shared.types import TopicPartition
+
+if TYPE_CHECKING:
+    from services.broker.partition import Partition
+    from services.broker.replica_manager import ReplicaManager
+
+_ids = itertools.count(int.from_bytes(os.urandom(3), "big") + 1)  # session ids, distinct across restarts
+
+
+def is_session_fetch(request: pb.FetchRequest) -> bool:
+    """A follower's request in a fetch session (epoch -1: a sessionless fetch, served as before)."""
+    return request.replica_id >= 0 and request.session_epoch >= 0
+
+
+class StreamFetchSession:
+    """The follower fetch session of one FetchStream."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+        self.session: LeaderSession | None = None
+
+    def close(self) -> None:
+        """The stream ended or a new session replaced this one: the follower's states stop following it."""
+        session, self.session = self.session, None
+        if session is None:
+            return
+        self.rm.fetch_sessions.discard(session)
+        for tp in session.partitions:
+            self._detach(session, tp)
+
+    def _detach(self, session: LeaderSession, tp: TopicPartition) -> None:
+        part = self.rm.partitions.get(tp)
+        if part is not None:
+            part.detach_follower(session.replica_id, session)
+
+    async def fetch(self, request: pb.FetchRequest, metrics: Any = None) -> bytes:
+        session, error = resolve_session(self.session, request.replica_id, request.session_id,
+                                         request.session_epoch, lambda: next(_ids) % (2**31 - 1) or 1)
+        if session is None:
+            return encode_fetch_response(correlation_id=request.correlation_id, topics=[], error_code=error)
+        if session is not self.session:
+            self.close()
+            self.session = session
+            self.rm.fetch_sessions.add(session)
+        max_bytes = request_limits.fetch_max_bytes(request.max_bytes)
+        changed = [(TopicPartition(t.name, p.partition), p.fetch_offset,
+                    p.current_leader_epoch if p.current_leader_epoch else -1,
+                    request_limits.partition_max_bytes(p.partition_max_bytes or 1024 * 1024, max_bytes))
+                   for t in request.topics for p in t.partitions]
+        forgotten = [TopicPartition(t.name, p.partition) for t in request.forgotten_topics for p in t.partitions]
+        for tp in session.apply(changed, forgotten):
+            self._detach(session, tp)
+        started = time.perf_counter()
+        reads = [tp for tp, *_ in changed] if request.session_epoch != INITIAL_EPOCH else list(session.partitions)
+        results, read_s = await self._serve(session, reads, request_limits.fetch_wait_ms(request.max_wait_ms),
+                                            request_limits.fetch_min_bytes(request.min_bytes), max_bytes)
+        session.completed()
+        if metrics is not None:
+            metrics.fetched(results)
+            metrics.request_done("FetchFollower", 0.0, read_s, max(time.perf_counter() - started - read_s, 0.0))
+        return _encode(request.correlation_id, session, results)
+
+    async def _serve(self, session: LeaderSession, changed: list[TopicPartition], max_wait_ms: int,
+                     min_bytes: int, max_bytes: int) -> tuple[dict[TopicPartition, FetchPartitionResult], float]:
+        """Read the changed and dirty partitions, long-polling until ``min_bytes``, an error or the wait ends."""
+        rm = self.rm
+        for tp in changed:  # before the session's fetch time moves: a follower caught up until now stays so
+            part = self._fetchable(session, tp)
+            if part is not None:
+                part.update_follower_in_session(session.replica_id, session.partitions[tp].fetch_offset, session)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        wake = asyncio.Event()
+        session.on_dirty = wake.set
+        answers: dict[TopicPartition, FetchPartitionResult] = {}
+        to_read = set(changed)
+        starved: set[TopicPartition] = set()
+        read_s = 0.0
+        try:
+            while True:
+                session.last_fetch_ms = rm.clock()
+                to_read |= session.take_dirty()
+                wake.clear()
+                t0 = time.perf_counter()
+                error = self._read(session, to_read, answers, starved, max_bytes)
+                read_s += time.perf_counter() - t0
+                to_read = set()
+                remaining = deadline - time.monotonic()
+                if error or remaining <= 0 or sum(len(r.records) for r in answers.values()) >= min_bytes:
+                    break
+                try:
+                    await asyncio.wait_for(wake.wait(), remaining)
+                except TimeoutError:
+                    session.last_fetch_ms = rm.clock()
+                    break
+        finally:
+            session.on_dirty = None
+        # Had data but got no room in this response: read again next time (even if answered for its HW).
+        session.dirty |= {tp for tp in starved if tp not in answers or not answers[tp].records}
+        for tp, r in answers.items():
+            session.answered(tp, r.high_watermark, r.log_start_offset)
+        return answers, read_s
+
+    def _fetchable(self, session: LeaderSession, tp: TopicPartition) -> Partition | None:
+        part = self.rm.partitions.get(tp)
+        sp = session.partitions.get(tp)
+        if part is None or sp is None or not part.is_leader:
+            return None
+        if sp.leader_epoch >= 0 and sp.leader_epoch != part.leader_epoch:
+            return None
+        return part
+
+    def _read(self, session: LeaderSession, tps: set[TopicPartition], answers: dict[TopicPartition, FetchPartitionResult],
+              starved: set[TopicPartition], max_bytes: int) -> bool:
+        """Read ``tps`` into ``answers`` (only what needs answering); True if one of them failed."""
+        total = sum(len(r.records) for r in answers.values())
+        error = False
+        for tp in tps:
+            sp = session.partitions.get(tp)
+            if sp is None:
+                continue
+            try:
+                part = self.rm.partition(tp)
+                part.check_epoch(sp.leader_epoch)
+                if not part.is_leader:
+                    raise NotLeaderOrFollowerError(f"broker {self.rm.broker_id} is not the leader of {tp}")
+                if not part.follower_attached(session.replica_id, session):  # e.g. new follower states after an election
+                    part.update_follower_in_session(session.replica_id, sp.fetch_offset, session)
+                budget = max(min(sp.max_bytes, max_bytes - total), 0)
+                data = part.read(sp.fetch_offset, budget, for_consumer=False, min_one=total == 0)
+                if not data.records and data.log_end_offset > sp.fetch_offset:
+                    starved.add(tp)
+                r = FetchPartitionResult(high_watermark=part.high_watermark, log_start_offset=data.log_start_offset,
+                                         log_end_offset=data.log_end_offset, leader_epoch=part.leader_epoch,
+                                         records=data.records)
+            except TidelogError as exc:
+                error = True
+                hw = self.rm.partitions[tp].high_watermark if tp in self.rm.partitions else -1
+                r = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
+            if tp in answers or session.needs_answer(tp, r.error, len(r.records), r.high_watermark, r.log_start_offset):
+                total += len(r.records) - (len(answers[tp].records) if tp in answers else 0)
+                answers[tp] = r
+        return error
+
+
+def _encode(correlation_id: int, session: LeaderSession, results: dict[TopicPartition, FetchPartitionResult]) -> bytes:
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for tp, r in results.items():
+        sp = session.partitions.get(tp)
+        fetch_offset = sp.fetch_offset if sp is not None else -1
+        by_topic.setdefault(tp.topic, []).append(FetchPartitionData(
+            partition=tp.partition, error_code=r.error, error_message=r.message,
+            high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+            log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
+            leader_epoch=r.leader_epoch, records=r.records, fetch_offset=fetch_offset,
+            next_offset=next_offset_after(r.records, fetch_offset)))
+    return encode_fetch_response(correlation_id=correlation_id, topics=list(by_topic.items()),
+                                 session_id=session.session_id)
