@@ -83,7 +83,12 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             written = self.rt.submit(pr, recs)
         except GroupError as exc:
             return _answered(cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc)))
-        written.add_done_callback(lambda f: f.cancelled() or f.exception() or pr.shard.apply_offsets(recs))
+
+        def apply(f: asyncio.Future[int]) -> None:  # runs in write order, whether or not anyone awaits
+            if not f.cancelled() and f.exception() is None:
+                pr.shard.apply_offsets(recs)
+
+        written.add_done_callback(apply)
         return self._finish_commit(written, errors, started)
 
     async def _finish_commit(self, written: asyncio.Future[int], errors: dict[TopicPartition, int],

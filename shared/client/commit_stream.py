@@ -27,7 +27,7 @@ from shared.client.group_coordinator import REDISCOVER, GroupCoordinatorClient
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import coordinator_pb2 as cpb
 
-#: Commits in flight on the stream before ``send`` waits (the coordinator reads up to 256 ahead).
+#: Commits in flight on the stream before ``send`` waits (and the most one message carries).
 MAX_IN_FLIGHT = 128
 
 Done = Callable[[cpb.OffsetCommitResponse | None, Exception | None], None]
@@ -101,9 +101,9 @@ class CommitStream:
         error: TidelogError | None = None
         try:
             for batch in stream.call:
+                n = len(batch.responses)
                 with self._cond:
-                    answered = [stream.pending.popleft() for _ in batch.responses]
-                    self._cond.notify_all()
+                    answered = [stream.pending[i] for i in range(n)]
                 for done, resp in zip(answered, batch.responses, strict=True):
                     if error is None and resp.error_code in REDISCOVER:
                         error = TidelogError(f"OffsetCommit: {ErrorCode(resp.error_code).name}: {resp.error_message}",
@@ -112,6 +112,10 @@ class CommitStream:
                         done(None, error)
                     else:
                         done(resp, None)
+                with self._cond:  # only now: flush() returns once the callbacks have run
+                    for _ in range(n):
+                        stream.pending.popleft()
+                    self._cond.notify_all()
                 if error is not None:
                     break
         except grpc.RpcError as exc:
