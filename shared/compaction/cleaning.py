@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.compaction.codec import BatchHeader, encode_empty, encode_kept, read_headers
+from shared.compaction.codec import BatchHeader, encode_empty, encode_kept, read_headers_unchecked
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
 from shared.compaction.scan import SegmentScan, scan_segment
 
@@ -286,8 +286,10 @@ def cleaned_range(job: CleanJob, map_end: int) -> list[SegmentData]:
 
 
 def dirty_record_count(segments: Sequence[SegmentData], first_dirty: int, end: int) -> int:
-    """Records in ``[first_dirty, end)`` by batch headers (a bound on the distinct keys to map)."""
-    return sum(h.records_count for s in segments if s.base_offset < end for _, h in read_headers(s.data)
+    """Records in ``[first_dirty, end)`` by batch headers: a bound on the distinct keys to map. CRCs are
+    checked when the segments are scanned, so a count is only trusted up to its batch's size."""
+    return sum(min(max(h.records_count, 0), h.size) for s in segments if s.base_offset < end
+               for _, h in read_headers_unchecked(s.data)
                if h.last_offset >= first_dirty and h.base_offset < end)
 
 

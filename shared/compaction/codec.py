@@ -25,12 +25,19 @@ from shared.records.decoder import decode_batch
 from shared.records.header import BatchHeader, iter_batches
 from shared.records.record import Header, Record
 
-__all__ = ["BatchHeader", "Record", "encode_empty", "encode_kept", "encode_retained", "read_batches", "read_headers"]
+__all__ = ["BatchHeader", "Record", "encode_empty", "encode_kept", "encode_retained", "read_batches", "read_headers",
+           "read_headers_unchecked"]
 
 
 def read_headers(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
     """``(position, header)`` of every whole batch, CRCs checked."""
     return iter_batches(data, validate=True)
+
+
+def read_headers_unchecked(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position, header)`` of every whole batch without checking CRCs: for sizing only (what is then
+    read from the batches goes through a checked scan)."""
+    return iter_batches(data, validate=False)
 
 
 def read_batches(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader, list[Record]]]:

@@ -1,13 +1,17 @@
 """A segment's records as numpy columns, decoded once and with every key hashed once.
 
 What both the cleaning core and the broker's check walk. ``scan_segment`` checks each
-batch's CRC, joins the batches' (decompressed) records sections into one buffer, and finds
-every record's offset, timestamp and key/value byte spans in that buffer:
+batch's CRC and finds every record's offset, timestamp and key/value byte spans:
 
-* in one vectorised walk over the whole segment (``shared.records.positions``) when its
-  records are plain (no headers, lengths below 1 MiB), checked to end exactly at each
-  batch's boundary and to stay within each batch's lastOffsetDelta;
-* otherwise batch by batch (``shared.records.columns``), which also decodes headers and
+* in a segment with no compressed batch, where the records lie: each batch's records are
+  walked in place (``shared.records.positions.walk_lengths``, each walk ending exactly at its
+  batch's end) and every field is then decoded for the whole segment at once, so ``buf`` is
+  the segment itself and nothing is copied;
+* otherwise the batches' (decompressed) records sections are joined into one buffer and
+  walked in one vectorised walk (``shared.records.positions``) when their records are plain
+  (no headers, lengths below 1 MiB), checked to end exactly at each batch's boundary and to
+  stay within each batch's lastOffsetDelta;
+* failing both, batch by batch (``shared.records.columns``), which also decodes headers and
   names a damaged record.
 
 Keys are hashed to 128 bits for the offset map (``hash_spans``), all of a segment's keys in
@@ -27,7 +31,7 @@ from shared.errors import CorruptRecordError
 from shared.records.columns import decode_columns
 from shared.records.compression import decompress
 from shared.records.header import ATTR_COMPRESSION_MASK, HEADER_SIZE, BatchHeader, iter_batches
-from shared.records.positions import record_positions
+from shared.records.positions import RecordPositions, fields_at, record_positions, walk_lengths
 from shared.records.record import NO_HEADERS, Header
 
 _U64 = np.uint64
@@ -110,7 +114,7 @@ class SegmentScan:
     """A segment's batches (``headers``, ``positions`` in the segment) and records as columns.
 
     Record ``i`` of batch ``b`` is row ``first[b] + i``; its key and value are byte spans of
-    ``buf`` (the joined records sections). ``record_headers`` is None when no record has headers.
+    ``buf`` (the segment itself, or its joined records sections). ``record_headers`` is None when no record has headers.
     """
 
     data: bytes | memoryview
@@ -175,20 +179,10 @@ def _sections(data: bytes | memoryview, batches: list[tuple[int, BatchHeader]]) 
     return out
 
 
-def _whole_segment(buf: bytes, headers: list[BatchHeader], counts: np.ndarray, ends: np.ndarray,
-                   sizes: np.ndarray) -> tuple[np.ndarray, ...] | None:
-    """Every record's columns in one vectorised walk, or None (not plain, or not aligned with batches:
-    each batch's last record must end where its section ends, and an empty batch has no bytes)."""
-    if ((counts == 0) & (sizes > 0)).any():
-        return None
-    total = int(counts.sum())
-    found = record_positions(buf, 0, len(buf), total, 0, 0, None)
-    if found is None:
-        return None
-    first = np.concatenate(([0], np.cumsum(counts)))
-    nonempty = counts > 0
-    if not (found.value_end[first[1:][nonempty] - 1] + 1 == ends[nonempty]).all():
-        return None
+def _columns(found: RecordPositions, headers: list[BatchHeader], counts: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """Offsets and timestamps from the records' deltas and their batches' bases (None if a delta is past
+    its batch's lastOffsetDelta), with the span and null columns."""
+    total = len(found)
     base = np.array([h.base_offset for h in headers], np.int64)
     last_delta = np.array([h.last_offset_delta for h in headers], np.int64)
     deltas = found.offsets  # base offset 0: the deltas themselves
@@ -204,6 +198,47 @@ def _whole_segment(buf: bytes, headers: list[BatchHeader], counts: np.ndarray, e
     value_null = found.value_null if found.value_null is not None else np.zeros(total, bool)
     return (offsets, stamps, found.key_start, found.key_end, key_null, found.value_start, found.value_end,
             value_null)
+
+
+def _whole_segment(buf: bytes, headers: list[BatchHeader], counts: np.ndarray, ends: np.ndarray,
+                   sizes: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """Every record's columns in one vectorised walk over the joined records sections, or None (not
+    plain, or not aligned with batches: each batch's last record must end where its section ends, and an
+    empty batch has no bytes)."""
+    if ((counts == 0) & (sizes > 0)).any():
+        return None
+    found = record_positions(buf, 0, len(buf), int(counts.sum()), 0, 0, None)
+    if found is None:
+        return None
+    first = np.concatenate(([0], np.cumsum(counts)))
+    nonempty = counts > 0
+    if not (found.value_end[first[1:][nonempty] - 1] + 1 == ends[nonempty]).all():
+        return None
+    return _columns(found, headers, counts)
+
+
+def _in_place(data: bytes, batches: list[tuple[int, BatchHeader]], counts: np.ndarray
+              ) -> tuple[np.ndarray, ...] | None:
+    """Every record's columns found in the segment itself, for a segment without compressed batches:
+    each batch's records walked where they lie (``walk_lengths`` ends each walk exactly at its batch's
+    end), then every field decoded at once, with no copy of the records. None when not plain."""
+    arr = np.frombuffer(data, np.uint8)
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    for (pos, h), n in zip(batches, counts.tolist(), strict=True):
+        if not n:
+            if h.size != HEADER_SIZE:
+                return None
+            continue
+        walked = walk_lengths(data, arr, pos + HEADER_SIZE, pos + h.size, n)
+        if walked is None:
+            return None
+        starts.append(walked[0])
+        ends.append(walked[1])
+    if not starts:
+        return None
+    found = fields_at(arr, np.concatenate(starts), np.concatenate(ends), 0, 0, None)
+    return None if found is None else _columns(found, [h for _, h in batches], counts)
 
 
 def _batch_by_batch(buf: bytes, headers: list[BatchHeader], starts: np.ndarray, ends: np.ndarray
@@ -235,18 +270,23 @@ def scan_segment(data: bytes | memoryview, *, whole: bool = False, seed: int = 0
     if whole and used != len(data):
         raise CorruptRecordError(f"{len(data) - used} bytes after the last whole batch")
     headers = [h for _, h in batches]
-    sections = _sections(data, batches)
-    buf = b"".join(sections)
-    sizes = np.array([len(s) for s in sections], np.int64)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
     counts = np.array([h.records_count for h in headers], np.int64)
     if (counts < 0).any():
         raise CorruptRecordError("a batch with a negative record count")
-    cols = _whole_segment(buf, headers, counts, ends, sizes) if len(buf) else None
+    cols = None
+    if isinstance(data, bytes) and not any(h.attributes & ATTR_COMPRESSION_MASK for h in headers):
+        buf = data
+        cols = _in_place(data, batches, counts)
     record_headers = None
     if cols is None:
-        cols, record_headers = _batch_by_batch(buf, headers, starts, ends)
+        sections = _sections(data, batches)
+        buf = b"".join(sections)
+        sizes = np.array([len(s) for s in sections], np.int64)
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        cols = _whole_segment(buf, headers, counts, ends, sizes) if len(buf) else None
+        if cols is None:
+            cols, record_headers = _batch_by_batch(buf, headers, starts, ends)
     offsets, stamps, ks, ke, kn, vs, ve, vn = cols
     arr = np.frombuffer(buf, np.uint8)
     lo, hi = hash_spans(arr, ks, np.where(kn, 0, ke - ks), seed)

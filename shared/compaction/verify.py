@@ -20,7 +20,8 @@ record against the original's kept records only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -74,34 +75,39 @@ def _records(sc: SegmentScan, rows: np.ndarray, log_append_time: bool) -> list[t
     return out
 
 
-_SPANS = (("key_start", "key_end", "key_null"), ("value_start", "value_end", "value_null"))
-
-
 def _headers_of(sc: SegmentScan, rows: np.ndarray) -> list[list]:
     hs = sc.record_headers
     return [list(hs[i]) if hs is not None else [] for i in rows.tolist()]
 
 
+def _spans(sc: SegmentScan, rows: np.ndarray) -> Iterator[bytes]:
+    """Each record's bytes from its key's first byte to its value's last: key, value length, value."""
+    return map(sc.buf.__getitem__, map(slice, sc.key_start[rows].tolist(), sc.value_end[rows].tolist()))
+
+
 def _same_records(orig: SegmentScan, kept: np.ndarray, got: SegmentScan, have: np.ndarray, lat: bool) -> bool:
     """Whether the records at ``have`` in ``got`` are those at ``kept`` in ``orig`` (offsets, timestamps
-    unless LogAppendTime, keys, values, headers), compared column by column without a record object."""
-    if len(kept) != len(have) or orig.offsets[kept].tolist() != got.offsets[have].tolist():
+    unless LogAppendTime, keys, values, headers), compared column by column without a record object: with
+    equal null flags and key and value lengths, one byte comparison per record covers its key and value."""
+    if len(kept) != len(have):
         return False
-    if not lat and orig.timestamps[kept].tolist() != got.timestamps[have].tolist():
+    columns = [lambda sc: sc.offsets, lambda sc: sc.key_null, lambda sc: sc.value_null,
+               lambda sc: sc.key_end - sc.key_start, lambda sc: sc.value_end - sc.value_start]
+    if not lat:
+        columns.append(lambda sc: sc.timestamps)
+    if any(not np.array_equal(col(orig)[kept], col(got)[have]) for col in columns):
         return False
-    ob, gb = orig.buf, got.buf
-    for start, end, null in _SPANS:
-        if getattr(orig, null)[kept].tolist() != getattr(got, null)[have].tolist():
-            return False
-        spans = (getattr(sc, name)[rows].tolist() for sc, rows in ((orig, kept), (got, have)) for name in (start, end))
-        if any(ob[a:b] != gb[c:d] for a, b, c, d in zip(*spans, strict=True)):
-            return False
+    if not all(map(operator.eq, _spans(orig, kept), _spans(got, have))):
+        return False
     if orig.record_headers is not None or got.record_headers is not None:
         return _headers_of(orig, kept) == _headers_of(got, have)
     return True
 
 
-def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob) -> None:
+def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob
+                 ) -> np.ndarray | None:
+    """Check result batch ``g`` against original batch ``b``; return the original rows its records must
+    equal (compared for all of a segment's batches at once by ``_compare_records``), or None."""
     oh, gh = orig.headers[b], got.headers[g]
     where = f"batch at offset {oh.base_offset}"
     for name in _SAME_BATCH:
@@ -115,22 +121,35 @@ def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, 
     if oh.is_control:
         if not same_bytes:
             raise CleanVerificationError(f"{where}: a control batch changed")
-        return
-    if same_bytes and len(kept) == len(rows):
-        pass  # copied byte for byte, and every record stays
-    elif not _same_records(orig, kept, got, _rows(got, g), lat := oh.log_append_time is not None):
-        want = _records(orig, kept, lat)
-        have = _records(got, _rows(got, g), lat)
-        if have != want:
-            extra = [k[0] for k in have if k not in want]
-            missing = [k[0] for k in want if k not in have]
-            raise CleanVerificationError(
-                f"{where}: kept records differ from the originals (unexpected or changed at {extra[:5]}, "
-                f"missing {missing[:5]})")
+        return None
     if not len(kept) and not (oh.producer_id >= 0 and oh.last_offset in job.producer_last_offsets):
         raise CleanVerificationError(f"{where}: an empty batch kept for no producer")
     if got.value_null[_rows(got, g)].any() and not gh.has_delete_horizon:
         raise CleanVerificationError(f"{where}: tombstones kept without a delete horizon")
+    if same_bytes and len(kept) == len(rows):
+        return None  # copied byte for byte, and every record stays
+    return kept
+
+
+def _compare_records(orig: SegmentScan, got: SegmentScan, pending: list[tuple[int, int, np.ndarray]]) -> None:
+    """Check that each result batch ``g`` holds exactly the original records ``kept`` of batch ``b``, for
+    every ``(b, g, kept)`` at once; on a difference, name the first batch that differs."""
+    for lat in (False, True):
+        group = [p for p in pending if (orig.headers[p[0]].log_append_time is not None) == lat]
+        if not group or _same_records(orig, np.concatenate([k for _, _, k in group]), got,
+                                      np.concatenate([_rows(got, g) for _, g, _ in group]), lat):
+            continue
+        for b, g, kept in group:
+            if _same_records(orig, kept, got, _rows(got, g), lat):
+                continue
+            want = _records(orig, kept, lat)
+            have = _records(got, _rows(got, g), lat)
+            if have != want:  # not only a different encoding of the same records
+                extra = [k[0] for k in have if k not in want]
+                missing = [k[0] for k in want if k not in have]
+                raise CleanVerificationError(
+                    f"batch at offset {orig.headers[b].base_offset}: kept records differ from the originals "
+                    f"(unexpected or changed at {extra[:5]}, missing {missing[:5]})")
 
 
 def _must_stay(sc: SegmentScan, b: int, keep: np.ndarray, job: CleanJob) -> None:
@@ -149,15 +168,19 @@ def _check_segment(cleaned: CleanedSegment, job: CleanJob, rule: RetainRule, sca
     for base in cleaned.replaces:
         orig = scans.of(originals[base])
         keep = rule.keep_mask(orig)
+        pending: list[tuple[int, int, np.ndarray]] = []
         for b, oh in enumerate(orig.headers):
             if g < len(got.headers) and got.headers[g].base_offset == oh.base_offset:
-                _check_batch(orig, b, keep, got, g, job)
+                kept = _check_batch(orig, b, keep, got, g, job)
+                if kept is not None:
+                    pending.append((b, g, kept))
                 if got.headers[g].base_offset <= last_offset:
                     raise CleanVerificationError(f"offsets go backwards at {got.headers[g].base_offset}")
                 last_offset = got.headers[g].last_offset
                 g += 1
             else:
                 _must_stay(orig, b, keep, job)
+        _compare_records(orig, got, pending)
         scans.release(originals[base])
     if g < len(got.headers):
         raise CleanVerificationError(

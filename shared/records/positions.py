@@ -164,9 +164,16 @@ def record_positions(
     walked = walk_lengths(data, arr, start, stop, count)
     if walked is None:
         return None
-    s, e = walked
+    return fields_at(arr, walked[0], walked[1], base_offset, base_timestamp, log_append_time)
 
-    if (e <= s).any() or e[-1] > len(arr):
+
+def fields_at(arr: np.ndarray, s: np.ndarray, e: np.ndarray, base_offset: int, base_timestamp: int,
+              log_append_time: int | None) -> RecordPositions | None:
+    """Every record's fields, given where each record's body starts (``s``) and ends (``e``) in ``arr``
+    (from ``walk_lengths``, one or several records sections of one buffer); None when a record is not plain
+    (headers, varints over three bytes) or does not end exactly where its length says."""
+    count = len(s)
+    if not count or (e <= s).any() or e[-1] > len(arr):
         return None
     last = len(arr) - 1
     p = s + 1  # the attributes byte is unused
