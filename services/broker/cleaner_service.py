@@ -2,21 +2,23 @@
 
 ``CleanerJobs`` holds the decisions (which log, the lease board, checks and swap) and runs
 on the broker's event loop, which also serialises it with appends; the servicer only
-translates protobuf messages. A result is verified in a worker thread (pure code over the
-job's bytes), then the log is checked unchanged and the swap applied on the loop.
+translates protobuf messages. A result is verified in a child process (``cleaner_check``: pure
+code over the job's bytes, off the event loop and its interpreter lock), then the log is checked
+unchanged and the swap applied on the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import grpc
 
+from services.broker.cleaner_check import ResultChecker
 from services.broker.cleaner_jobs import JobBoard, Lease, LeaseError
 from services.broker.log.compaction import LogChangedError, OfferedJob, apply_result, log_state, make_job
 from services.broker.log.replace import remove_expired_deletes
@@ -25,7 +27,7 @@ from services.broker.replica_manager import ReplicaManager
 from shared.compaction.cleaning import CleanedSegment
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
 from shared.compaction.selection import assess, choose_filthiest
-from shared.compaction.verify import CleanVerificationError, verify_result
+from shared.compaction.verify import CleanVerificationError
 from shared.errors import ErrorCode
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
@@ -49,8 +51,10 @@ class JobPayload:
 
 class CleanerJobs:
     def __init__(self, replicas: ReplicaManager, clock: Callable[[], int], lease_ms: int = 30_000,
-                 dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_failures: int = 3) -> None:
+                 dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, max_failures: int = 3,
+                 checker: ResultChecker | None = None) -> None:
         self.replicas = replicas
+        self.checker = checker or ResultChecker(in_process=True)
         self.clock = clock
         self.board: JobBoard[JobPayload] = JobBoard(lease_ms=lease_ms, max_failures=max_failures)
         self.dedupe_buffer_bytes = dedupe_buffer_bytes
@@ -73,14 +77,17 @@ class CleanerJobs:
         tp, part = logs[chosen.name]
         last = {e.batches[-1].last_offset for e in part.producers.producers.values() if e.batches}
         offered = make_job(part.log, chosen, now, last, self.dedupe_buffer_bytes, secrets.randbits(64))
-        return self.board.lease(chosen.name, worker, JobPayload(tp, part, offered), now)
+        lease = self.board.lease(chosen.name, worker, JobPayload(tp, part, offered), now)
+        self.checker.warm_up()
+        return lease
 
     async def complete(self, job_id: str, worker: str, segments: list[CleanedSegment], map_end: int) -> None:
         lease = self.board.get(job_id, worker, self.clock())
         payload = lease.payload
+        t0 = time.monotonic()
         try:
-            job = await asyncio.to_thread(payload.offered.read)
-            await asyncio.to_thread(verify_result, job, segments, map_end)
+            await self.checker.check(payload.offered, segments, map_end)
+            t1 = time.monotonic()
             lease = self.board.get(job_id, worker, self.clock())  # still ours after the check
             if self.replicas.partitions.get(payload.tp) is not payload.partition:
                 raise LogChangedError(f"{lease.log} was deleted or reopened while it was being cleaned")
@@ -99,7 +106,8 @@ class CleanerJobs:
         w[0] += cleaned
         w[1] += 1
         w[2] += max(self.clock() - done.started_ms, 1)
-        log.info("log cleaned", extra={"log": lease.log, "worker": worker, "map_end": map_end})
+        log.info("log cleaned", extra={"log": lease.log, "worker": worker, "map_end": map_end,
+                                       "check_s": round(t1 - t0, 3), "swap_s": round(time.monotonic() - t1, 3)})
 
     def housekeeping(self) -> None:
         now = self.clock()

@@ -13,6 +13,7 @@ import grpc
 from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.broker.cleaner_check import ResultChecker
 from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.metadata_cache import ClusterView, MetadataCache
@@ -64,7 +65,7 @@ class Broker(Service[BrokerSettings]):
                                        incarnation=self.incarnation)
         self.metadata = MetadataCache(self.store, self._on_metadata)
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
-                                        settings.log_cleaner_dedupe_buffer_size)
+                                        settings.log_cleaner_dedupe_buffer_size, checker=ResultChecker())
         interval_s = settings.quota_report_interval_ms / 1000
         self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds,
                                                 ProvisionalQuotas(window_ms=settings.quota_window_size_seconds * 1000))
@@ -192,6 +193,7 @@ class Broker(Service[BrokerSettings]):
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        self.cleaner_jobs.checker.close()
         await self.replicas.close()
 
     def ready_info(self) -> dict[str, Any]:

@@ -98,3 +98,39 @@ def test_the_next_cleaning_starts_at_the_checkpoint(tmp_path) -> None:
         log.append_as_leader(encode_batch([(T0, b"k%d" % (i % 3), b"again-%d" % i, None)]))
     c = assess(log_state(log, "t-0", log.log_end_offset), T0)
     assert c.first_dirty == first.map_end and c.cleanable
+
+
+def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_then_is_replaced(tmp_path) -> None:
+    """The broker's ``ResultChecker`` runs ``verify_result`` in a spawned child that reads the segment files
+    itself: a forged value is refused there, a correct result passes, a killed child refuses its check."""
+    import asyncio
+    import signal
+
+    from services.broker.cleaner_check import ResultChecker
+
+    log = make_log(str(tmp_path / "t-0"))
+    offered, result = offer(log)
+    i, seg = next((i, s) for i, s in enumerate(result.segments) if s.data)
+    pos, h, recs = next(read_batches(seg.data))
+    recs[0].value = b"forged"
+    tampered = list(result.segments)
+    tampered[i] = dataclasses.replace(seg, data=encode_retained(h, recs, None) + seg.data[pos + h.size :])
+    checker = ResultChecker()
+
+    async def run() -> None:
+        with pytest.raises(CleanVerificationError, match="differ"):
+            await checker.check(offered, tampered, result.map_end)
+        await checker.check(offered, list(result.segments), result.map_end)
+        assert checker._pool is not None
+        (child,) = checker._pool._processes  # the one child, killed while it waits for work
+        os.kill(child, signal.SIGKILL)
+        with pytest.raises(CleanVerificationError, match="check process died"):
+            await checker.check(offered, list(result.segments), result.map_end)
+        await checker.check(offered, list(result.segments), result.map_end)  # a new child
+
+    try:
+        asyncio.run(run())
+    finally:
+        checker.close()
+    apply_result(log, offered, result.segments, result.map_end, verify=False)
+    assert read_cleaner_checkpoint(log) == result.map_end
