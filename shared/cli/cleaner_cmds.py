@@ -118,4 +118,5 @@ def _bench_cluster(log_mb: int, partitions: int, distinct_keys: int, value_size:
     base = r.mb_per_s[counts[0]]
     for n, rate in r.mb_per_s.items():
         click.echo(f"{n} worker(s): {rate:8.1f} MB/s cleaned end to end ({r.cleaned_bytes[n] / 1e6:.1f} MB in "
-                   f"{r.seconds[n]:.2f} s, {rate / base:.2f}x)")
+                   f"{r.seconds[n]:.2f} s, {rate / base:.2f}x); CPU: broker {r.broker_cpu_s[n]:.2f} s, "
+                   f"workers {r.workers_cpu_s[n]:.2f} s")

@@ -6,7 +6,8 @@ keyed records (16-byte keys drawn from ``distinct_keys``, ``value_size``-byte va
 the Python producer, then starts N cleaner workers and times them until the broker has
 accepted one cleaning per partition (every job: lease, segments streamed to the worker,
 cleaning, result streamed back, the broker's check, the swap). MB/s is the broker's count of
-bytes cleaned over that time. The workers are stopped before the next round.
+bytes cleaned over that time; the CPU seconds the broker (with its check process) and the workers
+spent in that time are reported beside it. The workers are stopped before the next round.
 
 Everything runs on this machine: the producer's, the broker's and the workers' processes
 share its cores, so the figure is the whole pipeline's, not a worker's alone.
@@ -14,6 +15,8 @@ share its cores, so the figure is the whole pipeline's, not a worker's alone.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import tempfile
 import time
@@ -21,6 +24,7 @@ from dataclasses import asdict, dataclass
 
 import grpc
 
+from shared.cli.bench_partitions import cpu_seconds
 from shared.cli.launcher import ClusterSpec, LocalCluster, Proc, stop_processes
 from shared.client import Admin, Producer
 from shared.proto import cleaner_pb2 as cpb
@@ -37,6 +41,8 @@ class ClusterCompactBench:
     mb_per_s: dict[int, float]  # workers -> MB/s cleaned end to end
     seconds: dict[int, float]
     cleaned_bytes: dict[int, int]
+    broker_cpu_s: dict[int, float]  # the broker and its check process, during the round
+    workers_cpu_s: dict[int, float]  # all the workers, during the round
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -45,6 +51,35 @@ class ClusterCompactBench:
 def _status(address: str) -> cpb.CleanerStatusResponse:
     with grpc.insecure_channel(address) as ch:
         return cgrpc.LogCleanerStub(ch).CleanerStatus(cpb.CleanerStatusRequest(), timeout=10)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the broker's check process)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _cpu(pids: list[int]) -> dict[int, float]:
+    got = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            got[pid] = cpu_seconds(pid)
+    return got
+
+
+def _spent(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(v - before.get(pid, 0.0) for pid, v in after.items())
 
 
 def _produce(broker: str, topic: str, records: int, keys: int, value_size: int, seed: int) -> None:
@@ -57,11 +92,14 @@ def _produce(broker: str, topic: str, records: int, keys: int, value_size: int, 
 
 
 def _round(lc: LocalCluster, broker: str, n: int, first_id: int, topic: str, partitions: int,
-           timeout_s: float) -> tuple[float, int]:
+           timeout_s: float) -> tuple[float, int, float, float]:
+    """``(seconds, bytes cleaned, broker CPU s, workers CPU s)`` of one round."""
     before = _status(broker)
+    broker_pid = next(p.pid for p in lc.procs if p.role == "broker")
     workers: list[Proc] = [lc.start_service("cleaner", first_id + i) for i in range(n)]
     try:
         lc.wait_ready(workers, 60)
+        cpu0 = _cpu(_tree(broker_pid)), _cpu([w.pid for w in workers])
         start = time.monotonic()
         deadline = start + timeout_s
         while True:
@@ -73,7 +111,10 @@ def _round(lc: LocalCluster, broker: str, n: int, first_id: int, topic: str, par
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{topic} not cleaned within {timeout_s:.0f} s")
             time.sleep(0.05)
-        return time.monotonic() - start, st.cleaned_bytes - before.cleaned_bytes
+        elapsed = time.monotonic() - start
+        broker_cpu = _spent(cpu0[0], _cpu(_tree(broker_pid)))
+        workers_cpu = _spent(cpu0[1], _cpu([w.pid for w in workers]))
+        return elapsed, st.cleaned_bytes - before.cleaned_bytes, broker_cpu, workers_cpu
     finally:
         stop_processes([w.as_dict() for w in workers])
 
@@ -88,6 +129,8 @@ def run_cluster_compact_bench(log_mb: int = 64, partitions: int = 4, distinct_ke
     rates: dict[int, float] = {}
     seconds: dict[int, float] = {}
     cleaned: dict[int, int] = {}
+    broker_cpu: dict[int, float] = {}
+    workers_cpu: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="tidelog-compact-bench-") as tmp:
         lc = LocalCluster(ClusterSpec(tmp, controllers=1, brokers=1, coordinators=0, cleaners=0, quotas=0,
                                       extra_env=ENV))
@@ -100,9 +143,11 @@ def run_cluster_compact_bench(log_mb: int = 64, partitions: int = 4, distinct_ke
                 topic = f"compact-bench-{n}-workers"
                 admin.create_topic(topic, partitions=partitions, replication_factor=1, configs=configs)
                 _produce(broker, topic, records, distinct_keys, value_size, seed=n)
-                seconds[n], cleaned[n] = _round(lc, broker, n, next_id, topic, partitions, timeout_s)
+                seconds[n], cleaned[n], broker_cpu[n], workers_cpu[n] = _round(lc, broker, n, next_id, topic,
+                                                                               partitions, timeout_s)
                 next_id += n
                 rates[n] = cleaned[n] / 1e6 / max(seconds[n], 1e-9)
         finally:
             lc.stop()
-    return ClusterCompactBench(records * per_record, partitions, distinct_keys, rates, seconds, cleaned)
+    return ClusterCompactBench(records * per_record, partitions, distinct_keys, rates, seconds, cleaned, broker_cpu,
+                               workers_cpu)

@@ -16,3 +16,4 @@ def test_bench_compact_on_a_cluster_reports_end_to_end_rates() -> None:
     r = json.loads(res.output)
     assert set(r["mb_per_s"]) == {"1", "2"} and all(v > 0 for v in r["mb_per_s"].values())
     assert all(b > 0 for b in r["cleaned_bytes"].values())
+    assert all(r[k]["1"] > 0 for k in ("broker_cpu_s", "workers_cpu_s"))
