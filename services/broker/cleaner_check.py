@@ -94,8 +94,8 @@ class ResultChecker:
         return self._pool
 
     def warm_up(self) -> None:
-        """Start the child now (a job was just offered: its result will need it)."""
-        if not self.in_process:
+        """Start the child now if it is not running (a job was just offered: its result will need it)."""
+        if not self.in_process and self._pool is None:
             self._executor().submit(int)
 
     async def check(self, job: OfferedJob, segments: list[CleanedSegment], map_end: int) -> None:
