@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import threading
@@ -30,25 +31,18 @@ from shared.compaction.verify import CleanVerificationError, verify_result
 
 @dataclass(frozen=True, slots=True)
 class CheckSpec:
-    """What the child needs to rebuild the job: its segment files and sizes, and its decisions."""
+    """What the child needs to rebuild the job: its segment files and sizes, and its decisions (the job
+    without its segments' bytes)."""
 
     paths: tuple[str, ...]
     bases: tuple[int, ...]
     sizes: tuple[int, ...]
-    first_dirty: int
-    end: int
-    now_ms: int
-    delete_retention_ms: int
-    segment_bytes: int
-    dedupe_buffer_bytes: int
-    producer_last_offsets: frozenset[int]
-    hash_seed: int
+    decisions: CleanJob
 
     @classmethod
     def of(cls, job: OfferedJob) -> CheckSpec:
         return cls(tuple(s.log_path for s in job.segments), tuple(s.base_offset for s in job.segments), job.sizes,
-                   job.first_dirty, job.end, job.now_ms, job.delete_retention_ms, job.segment_bytes,
-                   job.dedupe_buffer_bytes, job.producer_last_offsets, job.hash_seed)
+                   job.with_segments(()))
 
     def read(self) -> CleanJob:
         """The job with the bytes its segments hold now (``LogChangedError`` if one went or shrank)."""
@@ -62,8 +56,7 @@ class CheckSpec:
             if len(got) != size:
                 raise LogChangedError(f"segment {base} shrank while it was being cleaned")
             data.append(SegmentData(base, got))
-        return CleanJob(tuple(data), self.first_dirty, self.end, self.now_ms, self.delete_retention_ms,
-                        self.segment_bytes, self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed)
+        return dataclasses.replace(self.decisions, segments=tuple(data))
 
 
 def check_in_child(spec: CheckSpec, segments: list[CleanedSegment], map_end: int) -> None:

@@ -77,6 +77,10 @@ class OfferedJob:
             raise LogChangedError(f"cannot read the job's segments again: {exc}") from exc
         if any(d.size != n for d, n in zip(data, self.sizes, strict=True)):
             raise LogChangedError("a segment of the job shrank")
+        return self.with_segments(data)
+
+    def with_segments(self, data: tuple[SegmentData, ...]) -> CleanJob:
+        """The job as a worker sees it, with ``data`` as its segments' bytes."""
         return CleanJob(data, self.first_dirty, self.end, self.now_ms, self.delete_retention_ms, self.segment_bytes,
                         self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed)
 
