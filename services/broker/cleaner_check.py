@@ -3,9 +3,10 @@
 The check is pure CPU work, about as much as the cleaning itself. In a thread of the broker it
 would hold the interpreter lock for most of that time and stall the event loop that serves
 produce, fetch, replication and the other workers' segment streams. So the broker checks in one
-child process, started on first use with ``spawn`` (nothing of the broker's gRPC or etcd state is
-inherited), which reads the job's segment files itself: only the cleaned segments travel through
-the pipe. The broker still re-checks that the log did not change before it swaps (``apply_result``).
+child process, started with ``spawn`` once the broker holds a compacted log (nothing of the
+broker's gRPC or etcd state is inherited), which reads the job's segment files itself: only the
+cleaned segments travel through the pipe. The broker still re-checks that the log did not change
+before it swaps (``apply_result``).
 
 A child that dies refuses the result it was checking and is replaced on the next check; a child
 whose broker died exits within a second.
@@ -85,6 +86,11 @@ class ResultChecker:
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_exit_with_parent, initargs=(os.getpid(),))
         return self._pool
+
+    @property
+    def running(self) -> bool:
+        """Whether checks run without a child to start first (in a thread, or the child is up)."""
+        return self.in_process or self._pool is not None
 
     def warm_up(self) -> None:
         """Start the child now if it is not running (a job was just offered: its result will need it)."""

@@ -112,9 +112,13 @@ class CleanerJobs:
     def housekeeping(self) -> None:
         now = self.clock()
         self.board.expire(now)
+        want_checker = not self.checker.running
         for _, part in self.replicas.partitions.items():
             if part.log.pending_deletes:
                 remove_expired_deletes(part.log, now)
+            if want_checker and "compact" in part.log.config.cleanup_policy:
+                self.checker.warm_up()  # this broker holds a compacted log: have the check process ready
+                want_checker = False
 
     def status(self, broker_id: int) -> cpb.CleanerStatusResponse:
         now = self.clock()
