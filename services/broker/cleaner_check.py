@@ -3,7 +3,7 @@
 The check is pure CPU work, about as much as the cleaning itself. In a thread of the broker it
 would hold the interpreter lock for most of that time and stall the event loop that serves
 produce, fetch, replication and the other workers' segment streams. So the broker checks in one
-child process, started with ``spawn`` once the broker holds a compacted log (nothing of the
+child process, started with ``spawn`` once a compacted log of the broker has rolled a segment (nothing of the
 broker's gRPC or etcd state is inherited), which reads the job's segment files itself: only the
 cleaned segments travel through the pipe. The broker still re-checks that the log did not change
 before it swaps (``apply_result``).

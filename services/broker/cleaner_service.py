@@ -116,8 +116,8 @@ class CleanerJobs:
         for _, part in self.replicas.partitions.items():
             if part.log.pending_deletes:
                 remove_expired_deletes(part.log, now)
-            if want_checker and "compact" in part.log.config.cleanup_policy:
-                self.checker.warm_up()  # this broker holds a compacted log: have the check process ready
+            if want_checker and len(part.log.segments) > 1 and "compact" in part.log.config.cleanup_policy:
+                self.checker.warm_up()  # a compacted log has segments to clean: have the check process ready
                 want_checker = False
 
     def status(self, broker_id: int) -> cpb.CleanerStatusResponse:
