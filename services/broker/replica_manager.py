@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import grpc
 from services.broker import request_limits
 from services.broker.fetch_sessions import LeaderSession
 from services.broker.isr_batches import IsrChangeQueue, IsrProposal
-from services.broker.log import PartitionLog
+from services.broker.log import PartitionLog, hw_checkpoint
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
@@ -122,6 +123,11 @@ class ReplicaManager:
         self._isr_queue = IsrChangeQueue()  # ISR proposals, sent in batches by one task at a time
         self._isr_sender: asyncio.Task[None] | None = None
         self._dial_lock = asyncio.Lock()
+        # The broker-wide high-watermark checkpoint: as read at the first open, as last written.
+        self._hw_checkpoint: dict[TopicPartition, int] | None = None
+        self._hw_written: dict[TopicPartition, int] = {}
+        self._legacy_hw_dirs: list[tuple[TopicPartition, str]] = []
+        self._hw_write_lock = threading.Lock()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # partitions led here with more than one replica
         self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
@@ -340,7 +346,15 @@ class ReplicaManager:
         with open(id_file, "w") as f:
             f.write(topic_id)
         plog = PartitionLog(path, config, self.clock)
-        part = Partition(tp, plog, self.broker_id, self.clock)
+        with self._hw_write_lock:
+            if self._hw_checkpoint is None:  # read once, by the first open
+                self._hw_checkpoint = hw_checkpoint.read_checkpoint(self.data_dir)
+            hw = self._hw_checkpoint.pop(tp, None)  # used once: a later re-creation starts afresh
+            if hw is None:
+                hw = hw_checkpoint.read_legacy(path)
+                if hw is not None:  # a log from before the broker-wide file: removed once that covers it
+                    self._legacy_hw_dirs.append((tp, path))
+        part = Partition(tp, plog, self.broker_id, self.clock, hw or 0)
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part
@@ -514,9 +528,9 @@ class ReplicaManager:
     # -- housekeeping ------------------------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        """Retention, time-based flushes and HW checkpoints (called periodically). Each partition is only
-        looked at: retention needs a rolled segment (the active one is never deleted), a time-based flush a
-        finite flush.ms (flush.messages is applied on append), a checkpoint a moved high watermark."""
+        """Retention and time-based flushes (called periodically). Each partition is only looked at:
+        retention needs a rolled segment (the active one is never deleted), a time-based flush a finite
+        flush.ms (flush.messages is applied on append). High watermarks: ``checkpoint_high_watermarks``."""
         now = self.clock()
         for part in list(self.partitions.values()):
             plog = part.log
@@ -525,9 +539,31 @@ class ReplicaManager:
                     plog.apply_retention(now)
                 if plog.config.flush_ms != LONG_MAX:
                     plog.maybe_flush()
-                part.checkpoint_hw()
             except Exception:  # one partition's failure must not stop the others (the log reports its own)
                 log.debug("housekeeping failed", extra={"tp": str(part.tp)}, exc_info=True)
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Rewrite the broker's high-watermark checkpoint if a high watermark moved (or a partition came
+        or went), in a worker thread."""
+        current = self._high_watermarks()
+        if current != self._hw_written:
+            await asyncio.to_thread(self._write_hws, current)
+
+    def _high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: part.high_watermark for tp, part in self.partitions.items()}
+
+    def _write_hws(self, hws: dict[TopicPartition, int]) -> None:
+        with self._hw_write_lock:  # housekeeping's thread and close() may overlap at shutdown
+            try:
+                hw_checkpoint.write_checkpoint(self.data_dir, hws)
+            except OSError as exc:
+                log.warning("cannot write the high-watermark checkpoint", extra={"error": str(exc)})
+                return
+            self._hw_written = hws
+            covered = [d for tp, d in self._legacy_hw_dirs if tp in hws]
+            self._legacy_hw_dirs = [(tp, d) for tp, d in self._legacy_hw_dirs if tp not in hws]
+            for directory in covered:
+                hw_checkpoint.remove_legacy(directory)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
@@ -547,5 +583,8 @@ class ReplicaManager:
             self._isr_sender.cancel()
         if self._controller_channel is not None:
             await self._controller_channel[1].close()
+        hws = self._high_watermarks()
         for tp in list(self.partitions):
             self._remove(tp, delete=False)
+        if self._hw_checkpoint is not None:  # something was opened: record where every HW stands
+            self._write_hws(hws)
