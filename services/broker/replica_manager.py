@@ -17,11 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import grpc
-
 from services.broker import request_limits
 from services.broker.fetch_sessions import LeaderSession
-from services.broker.isr_batches import IsrChangeQueue, IsrProposal
+from services.broker.isr_sender import IsrSender
 from services.broker.log import PartitionLog, hw_checkpoint
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
@@ -34,7 +32,6 @@ from shared.errors import (
     TidelogError,
     UnknownTopicOrPartitionError,
 )
-from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.types import TopicPartition
@@ -45,10 +42,6 @@ TOPIC_ID_FILE = "partition.metadata"
 FETCH_WAIT_PER_PARTITION_MAX = 16
 #: Partitions opened per worker-thread call (each open is a few file operations).
 OPEN_BATCH = 50
-#: An AlterPartition batch covers up to ~1,000 partitions (a few controller transactions).
-ISR_REQUEST_TIMEOUT_S = 15.0
-#: After a failed or refused AlterPartition request, wait this long before the next one.
-ISR_RETRY_BACKOFF_S = 0.5
 
 
 def wall_ms() -> int:
@@ -119,10 +112,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.view = ClusterView()
         self._stray_check_done = False
-        self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
-        self._isr_queue = IsrChangeQueue()  # ISR proposals, sent in batches by one task at a time
-        self._isr_sender: asyncio.Task[None] | None = None
-        self._dial_lock = asyncio.Lock()
+        self.isr_sender = IsrSender(self)  # ISR proposals to the controller, in batches
         # The broker-wide high-watermark checkpoint: as read at the first open, as last written.
         self._hw_checkpoint: dict[TopicPartition, int] | None = None
         self._hw_written: dict[TopicPartition, int] = {}
@@ -226,100 +216,31 @@ class ReplicaManager:
             self._next_shrink_check = now + self.isr_shrink_check_interval_s
         now_ms = self.clock()
         for part in self._replicated if check_shrink else list(self._under_replicated):
-            if not part.is_leader or part.isr_change_in_flight or self._isr_queue.busy(part.tp):
+            if not part.is_leader or self.isr_sender.busy(part):
                 continue
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
             if not shrink and not expand:
                 continue
-            new_isr = [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand]
-            # In flight from now on: the high watermark counts the union of both ISRs until the answer.
-            part.isr_change_in_flight = True
-            part.pending_isr = new_isr
-            self._isr_queue.propose(IsrProposal(part.tp, part.leader_epoch, part.partition_epoch, tuple(new_isr)))
-        if self._isr_queue.queued and (self._isr_sender is None or self._isr_sender.done()):
-            self._isr_sender = asyncio.ensure_future(self._send_isr_changes())
+            self.isr_sender.propose(part, [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand])
 
     async def controller_stub(self) -> pb_grpc.ControllerStub | None:
-        """A stub for the active controller; dialled only after a TCP probe (see shared.netprobe).
-        One caller dials at a time: the others wait for its channel rather than probing too."""
-        ctl = self.view.controller
-        if not ctl:
-            return None
-        address = ctl["address"]
-        async with self._dial_lock:
-            if self._controller_channel is None or self._controller_channel[0] != address:
-                if self._controller_channel is not None:
-                    old, self._controller_channel = self._controller_channel, None
-                    await old[1].close()
-                if not await tcp_reachable_async(address):
-                    return None
-                self._controller_channel = (address, grpc.aio.insecure_channel(address))
-            return pb_grpc.ControllerStub(self._controller_channel[1])
+        return await self.isr_sender.controller_stub()
 
     async def forget_controller(self) -> None:
-        if self._controller_channel is not None:
-            old, self._controller_channel = self._controller_channel, None
-            await old[1].close()
+        await self.isr_sender.forget_controller()
 
-    async def _send_isr_changes(self) -> None:
-        """Send the queued ISR proposals, a batch per request, until none is left."""
-        while True:
-            batch = self._isr_queue.next_batch()
-            if not batch:
-                return
-            try:
-                await self._alter_partitions(batch)
-            finally:
-                for prop in self._isr_queue.complete():
-                    part = self.partitions.get(prop.tp)
-                    if part is not None:
-                        part.isr_change_in_flight = False
-                        part.pending_isr = None
-                        part._maybe_advance_hw()
-
-    async def _alter_partitions(self, batch: list[IsrProposal]) -> None:
-        stub = await self.controller_stub()
-        if stub is None:
-            await asyncio.sleep(ISR_RETRY_BACKOFF_S)  # no controller reachable: the next round proposes again
-            return
-        isr_before = {p.tp: len(self.partitions[p.tp].isr) for p in batch if p.tp in self.partitions}
-        items = [pb.AlterPartitionItem(topic=p.tp.topic, partition=p.tp.partition, leader_epoch=p.leader_epoch,
-                                       partition_epoch=p.partition_epoch, new_isr=p.new_isr) for p in batch]
-        try:
-            resp = await stub.AlterPartition(pb.AlterPartitionRequest(
-                broker_id=self.broker_id, incarnation=self.incarnation, items=items), timeout=ISR_REQUEST_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            log.info("AlterPartition failed", extra={"partitions": len(batch), "error": str(exc.code())})
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                await self.forget_controller()
-            await asyncio.sleep(ISR_RETRY_BACKOFF_S)
-            return
-        if resp.error_code != 0:
-            log.info("AlterPartition refused", extra={"partitions": len(batch),
-                                                      "error": ErrorCode(resp.error_code).name})
-            await asyncio.sleep(ISR_RETRY_BACKOFF_S)
-            return
-        changed = refused = 0
-        for prop, r in zip(batch, resp.items):
-            part = self.partitions.get(prop.tp)
-            if r.error_code != 0:
-                refused += 1
-                log.debug("AlterPartition refused", extra={"tp": str(prop.tp), "error": ErrorCode(r.error_code).name})
-                continue
-            changed += 1
-            if part is None:
-                continue
-            log.debug("ISR changed", extra={"tp": str(prop.tp), "isr": str(list(r.isr))})
-            if self.on_isr_change is not None:  # sizes as sent: metadata may update part.isr before the answer
-                self.on_isr_change(isr_before.get(prop.tp, len(part.isr)), len(r.isr))
-            part.update_state(r.leader, r.leader_epoch, list(r.isr), part.replicas, r.partition_epoch,
-                              part.min_insync_replicas)
-            if len(part.isr) < len(part.replicas):
-                self._under_replicated.add(part)
-            else:
-                self._under_replicated.discard(part)
-        log.info("ISR changes sent", extra={"partitions": len(batch), "changed": changed, "refused": refused})
+    def isr_changed(self, part: Partition, isr_before: int, r: pb.AlterPartitionItemResult) -> None:
+        """The controller accepted an ISR change of ``part`` (``isr_before``: its ISR size when sent)."""
+        log.debug("ISR changed", extra={"tp": str(part.tp), "isr": str(list(r.isr))})
+        if self.on_isr_change is not None:
+            self.on_isr_change(isr_before, len(r.isr))
+        part.update_state(r.leader, r.leader_epoch, list(r.isr), part.replicas, r.partition_epoch,
+                          part.min_insync_replicas)
+        if len(part.isr) < len(part.replicas):
+            self._under_replicated.add(part)
+        else:
+            self._under_replicated.discard(part)
 
     def _open_many(self, todo: list[tuple[TopicPartition, str, LogConfig]]) -> list[tuple[TopicPartition, Partition]]:
         """Open partitions (blocking file work, run in a worker thread); failures are logged and skipped."""
@@ -579,10 +500,7 @@ class ReplicaManager:
         self.fetchers.clear()
         self._replicated = []
         self._under_replicated = set()
-        if self._isr_sender is not None:
-            self._isr_sender.cancel()
-        if self._controller_channel is not None:
-            await self._controller_channel[1].close()
+        await self.isr_sender.close()
         hws = self._high_watermarks()
         for tp in list(self.partitions):
             self._remove(tp, delete=False)
