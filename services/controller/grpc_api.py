@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.controller.partitions import MAX_ALTER_PARTITION_ITEMS
 from services.controller.replication import PartitionController
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
@@ -37,6 +38,9 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                                          partition_epoch=st.partition_epoch)
 
     async def _alter_partitions(self, pc: PartitionController, request: pb.AlterPartitionRequest) -> pb.AlterPartitionResponse:
+        if len(request.items) > MAX_ALTER_PARTITION_ITEMS:
+            return pb.AlterPartitionResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+                f"{len(request.items)} partitions in one AlterPartition request; at most {MAX_ALTER_PARTITION_ITEMS}"))
         items = [(TopicPartition(i.topic, i.partition), i.leader_epoch, i.partition_epoch, list(i.new_isr))
                  for i in request.items]
         try:

@@ -110,6 +110,8 @@ def check_broker_epoch(registration: Mapping[str, object] | None, broker: int, i
 
 
 AlterItem = tuple[TopicPartition, int, int, list[int]]  # partition, leader epoch, partition epoch, new ISR
+#: Partitions one AlterPartition request may name (a broker sends at most ``isr_batches.MAX_BATCH``).
+MAX_ALTER_PARTITION_ITEMS = 10_000
 
 
 def alter_partitions(

@@ -133,6 +133,7 @@ def test_batched_alter_partition_results_per_item_and_the_leader_restores_its_is
         return stub.AlterPartition(pb.AlterPartitionRequest(broker_id=leader, incarnation=inc, items=items), timeout=10)
 
     assert alter("bogus", [item(0, [leader])]).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert alter(incarnation[leader], [item(0, [leader])] * 10_001).error_code == ErrorCode.INVALID_REQUEST
     resp = alter(incarnation[leader], [item(0, [leader]), item(0, [leader]), item(9, [leader]),
                                        item(1, [leader], le=p0["leader_epoch"] + 7)])
     assert resp.error_code == 0
