@@ -159,6 +159,7 @@ class Broker(Service[BrokerSettings]):
         while True:
             await asyncio.sleep(self.settings.housekeeping_interval_ms / 1000)
             self.replicas.housekeeping()
+            await self.replicas.checkpoint_high_watermarks()
             self.cleaner_jobs.housekeeping()
             if self._cleaner_metrics is not None:
                 self._cleaner_metrics.refresh(self.cleaner_jobs)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import os
 from collections.abc import Callable
 
 from services.broker import replication_rules as rules
@@ -28,15 +27,14 @@ from shared.errors import (
 )
 from shared.types import TopicPartition
 
-HW_FILE = "high-watermark"
-
 
 class NotEnoughReplicasError(TidelogError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 class Partition:
-    def __init__(self, tp: TopicPartition, log: PartitionLog, broker_id: int, clock: Callable[[], int]) -> None:
+    def __init__(self, tp: TopicPartition, log: PartitionLog, broker_id: int, clock: Callable[[], int],
+                 high_watermark: int = 0) -> None:
         self.tp = tp
         self.log = log
         self.broker_id = broker_id
@@ -48,9 +46,8 @@ class Partition:
         self.isr: list[int] = []
         self.min_insync_replicas = 1
         self.followers: dict[int, FollowerState] = {}
-        self.high_watermark = min(self._read_hw(), log.log_end_offset)
-        # What the HW file holds (a missing file reads as 0); an unchanged HW is not written again.
-        self._checkpointed_hw = self.high_watermark
+        # From the broker's high-watermark checkpoint (``log.hw_checkpoint``), written by the replica manager.
+        self.high_watermark = min(high_watermark, log.log_end_offset)
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
@@ -276,28 +273,6 @@ class Partition:
         self._hw_waiters.clear()
         self._notify()
 
-    # -- checkpoints ----------------------------------------------------------------------------------
-
-    def _read_hw(self) -> int:
-        try:
-            with open(os.path.join(self.log.directory, HW_FILE)) as f:
-                return int(f.read().strip())
-        except (FileNotFoundError, ValueError):
-            return 0
-
-    def checkpoint_hw(self) -> None:
-        """Write the HW file if the HW moved since the last write (thousands of idle partitions must
-        not cost thousands of file writes every housekeeping round)."""
-        hw = self.high_watermark
-        if hw == self._checkpointed_hw:
-            return
-        path = os.path.join(self.log.directory, HW_FILE)
-        with open(path + ".tmp", "w") as f:
-            f.write(f"{hw}\n")
-        os.replace(path + ".tmp", path)
-        self._checkpointed_hw = hw
-
     def close(self) -> None:
         self.fail_waiters()
-        self.checkpoint_hw()
         self.log.close()

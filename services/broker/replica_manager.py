@@ -12,15 +12,15 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import grpc
-
 from services.broker import request_limits
 from services.broker.fetch_sessions import LeaderSession
-from services.broker.log import PartitionLog
+from services.broker.isr_sender import IsrSender
+from services.broker.log import PartitionLog, hw_checkpoint
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
@@ -32,7 +32,6 @@ from shared.errors import (
     TidelogError,
     UnknownTopicOrPartitionError,
 )
-from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.types import TopicPartition
@@ -113,8 +112,12 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.view = ClusterView()
         self._stray_check_done = False
-        self._controller_channel: tuple[str, grpc.aio.Channel] | None = None
-        self._isr_tasks: set[asyncio.Task[None]] = set()
+        self.isr_sender = IsrSender(self)  # ISR proposals to the controller, in batches
+        # The broker-wide high-watermark checkpoint: as read at the first open, as last written.
+        self._hw_checkpoint: dict[TopicPartition, int] | None = None
+        self._hw_written: dict[TopicPartition, int] = {}
+        self._legacy_hw_dirs: list[tuple[TopicPartition, str]] = []
+        self._hw_write_lock = threading.Lock()
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # partitions led here with more than one replica
         self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
@@ -205,75 +208,39 @@ class ReplicaManager:
     def maintain_isr(self) -> None:
         """Propose ISR shrinks (lagging followers) and expansions (caught-up followers) to the controller.
         Called ~10 times a second; idle, it costs O(under-replicated partitions), plus one pass over every
-        replicated partition per ``isr_shrink_check_interval_s``."""
+        replicated partition per ``isr_shrink_check_interval_s``. Proposals are queued and sent in batches,
+        one request in flight (``isr_batches``)."""
         now = time.monotonic()
         check_shrink = now >= self._next_shrink_check
         if check_shrink:
             self._next_shrink_check = now + self.isr_shrink_check_interval_s
         now_ms = self.clock()
         for part in self._replicated if check_shrink else list(self._under_replicated):
-            if not part.is_leader or part.isr_change_in_flight:
+            if not part.is_leader or self.isr_sender.busy(part):
                 continue
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
             if not shrink and not expand:
                 continue
-            new_isr = [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand]
-            task = asyncio.ensure_future(self._alter_partition(part, new_isr))
-            self._isr_tasks.add(task)
-            task.add_done_callback(self._isr_tasks.discard)
+            self.isr_sender.propose(part, [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand])
 
     async def controller_stub(self) -> pb_grpc.ControllerStub | None:
-        """A stub for the active controller; dialled only after a TCP probe (see shared.netprobe)."""
-        ctl = self.view.controller
-        if not ctl:
-            return None
-        address = ctl["address"]
-        if self._controller_channel is None or self._controller_channel[0] != address:
-            if self._controller_channel is not None:
-                old, self._controller_channel = self._controller_channel, None
-                await old[1].close()
-            if not await tcp_reachable_async(address):
-                return None
-            self._controller_channel = (address, grpc.aio.insecure_channel(address))
-        return pb_grpc.ControllerStub(self._controller_channel[1])
+        return await self.isr_sender.controller_stub()
 
     async def forget_controller(self) -> None:
-        if self._controller_channel is not None:
-            old, self._controller_channel = self._controller_channel, None
-            await old[1].close()
+        await self.isr_sender.forget_controller()
 
-    async def _alter_partition(self, part: Partition, new_isr: list[int]) -> None:
-        stub = await self.controller_stub()
-        if stub is None:
-            return
-        part.isr_change_in_flight = True
-        part.pending_isr = new_isr
-        isr_before = len(part.isr)  # metadata may update part.isr before the response arrives
-        try:
-            resp = await stub.AlterPartition(pb.AlterPartitionRequest(
-                broker_id=self.broker_id, incarnation=self.incarnation, topic=part.tp.topic, partition=part.tp.partition,
-                leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch, new_isr=new_isr), timeout=5)
-            if resp.error_code == 0:
-                log.info("ISR changed", extra={"tp": str(part.tp), "isr": str(list(resp.isr))})
-                if self.on_isr_change is not None:
-                    self.on_isr_change(isr_before, len(resp.isr))
-                part.update_state(resp.leader, resp.leader_epoch, list(resp.isr), part.replicas,
-                                  resp.partition_epoch, part.min_insync_replicas)
-                if len(part.isr) < len(part.replicas):
-                    self._under_replicated.add(part)
-                else:
-                    self._under_replicated.discard(part)
-            else:
-                log.info("AlterPartition refused", extra={"tp": str(part.tp), "error": ErrorCode(resp.error_code).name})
-        except grpc.aio.AioRpcError as exc:
-            log.info("AlterPartition failed", extra={"tp": str(part.tp), "error": str(exc.code())})
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                await self.forget_controller()
-        finally:
-            part.isr_change_in_flight = False
-            part.pending_isr = None
-            part._maybe_advance_hw()
+    def isr_changed(self, part: Partition, isr_before: int, r: pb.AlterPartitionItemResult) -> None:
+        """The controller accepted an ISR change of ``part`` (``isr_before``: its ISR size when sent)."""
+        log.debug("ISR changed", extra={"tp": str(part.tp), "isr": str(list(r.isr))})
+        if self.on_isr_change is not None:
+            self.on_isr_change(isr_before, len(r.isr))
+        part.update_state(r.leader, r.leader_epoch, list(r.isr), part.replicas, r.partition_epoch,
+                          part.min_insync_replicas)
+        if len(part.isr) < len(part.replicas):
+            self._under_replicated.add(part)
+        else:
+            self._under_replicated.discard(part)
 
     def _open_many(self, todo: list[tuple[TopicPartition, str, LogConfig]]) -> list[tuple[TopicPartition, Partition]]:
         """Open partitions (blocking file work, run in a worker thread); failures are logged and skipped."""
@@ -300,7 +267,15 @@ class ReplicaManager:
         with open(id_file, "w") as f:
             f.write(topic_id)
         plog = PartitionLog(path, config, self.clock)
-        part = Partition(tp, plog, self.broker_id, self.clock)
+        with self._hw_write_lock:
+            if self._hw_checkpoint is None:  # read once, by the first open
+                self._hw_checkpoint = hw_checkpoint.read_checkpoint(self.data_dir)
+            hw = self._hw_checkpoint.pop(tp, None)  # used once: a later re-creation starts afresh
+            if hw is None:
+                hw = hw_checkpoint.read_legacy(path)
+                if hw is not None:  # a log from before the broker-wide file: removed once that covers it
+                    self._legacy_hw_dirs.append((tp, path))
+        part = Partition(tp, plog, self.broker_id, self.clock, hw or 0)
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part
@@ -474,9 +449,9 @@ class ReplicaManager:
     # -- housekeeping ------------------------------------------------------------------------------------------
 
     def housekeeping(self) -> None:
-        """Retention, time-based flushes and HW checkpoints (called periodically). Each partition is only
-        looked at: retention needs a rolled segment (the active one is never deleted), a time-based flush a
-        finite flush.ms (flush.messages is applied on append), a checkpoint a moved high watermark."""
+        """Retention and time-based flushes (called periodically). Each partition is only looked at:
+        retention needs a rolled segment (the active one is never deleted), a time-based flush a finite
+        flush.ms (flush.messages is applied on append). High watermarks: ``checkpoint_high_watermarks``."""
         now = self.clock()
         for part in list(self.partitions.values()):
             plog = part.log
@@ -485,9 +460,31 @@ class ReplicaManager:
                     plog.apply_retention(now)
                 if plog.config.flush_ms != LONG_MAX:
                     plog.maybe_flush()
-                part.checkpoint_hw()
             except Exception:  # one partition's failure must not stop the others (the log reports its own)
                 log.debug("housekeeping failed", extra={"tp": str(part.tp)}, exc_info=True)
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Rewrite the broker's high-watermark checkpoint if a high watermark moved (or a partition came
+        or went), in a worker thread."""
+        current = self._high_watermarks()
+        if current != self._hw_written:
+            await asyncio.to_thread(self._write_hws, current)
+
+    def _high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: part.high_watermark for tp, part in self.partitions.items()}
+
+    def _write_hws(self, hws: dict[TopicPartition, int]) -> None:
+        with self._hw_write_lock:  # housekeeping's thread and close() may overlap at shutdown
+            try:
+                hw_checkpoint.write_checkpoint(self.data_dir, hws)
+            except OSError as exc:
+                log.warning("cannot write the high-watermark checkpoint", extra={"error": str(exc)})
+                return
+            self._hw_written = hws
+            covered = [d for tp, d in self._legacy_hw_dirs if tp in hws]
+            self._legacy_hw_dirs = [(tp, d) for tp, d in self._legacy_hw_dirs if tp not in hws]
+            for directory in covered:
+                hw_checkpoint.remove_legacy(directory)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
@@ -503,9 +500,9 @@ class ReplicaManager:
         self.fetchers.clear()
         self._replicated = []
         self._under_replicated = set()
-        for task in list(self._isr_tasks):
-            task.cancel()
-        if self._controller_channel is not None:
-            await self._controller_channel[1].close()
+        await self.isr_sender.close()
+        hws = self._high_watermarks()
         for tp in list(self.partitions):
             self._remove(tp, delete=False)
+        if self._hw_checkpoint is not None:  # something was opened: record where every HW stands
+            self._write_hws(hws)

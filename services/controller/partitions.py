@@ -109,6 +109,35 @@ def check_broker_epoch(registration: Mapping[str, object] | None, broker: int, i
         )
 
 
+AlterItem = tuple[TopicPartition, int, int, list[int]]  # partition, leader epoch, partition epoch, new ISR
+#: Partitions one AlterPartition request may name (a broker sends at most ``isr_batches.MAX_BATCH``).
+MAX_ALTER_PARTITION_ITEMS = 10_000
+
+
+def alter_partitions(
+    topics: Topics, states: States, broker: int, items: Iterable[AlterItem], live: set[int],
+) -> list[PartitionState | TidelogError]:
+    """Validate a batch of one leader's ISR proposals (Kafka's AlterPartition carries many partitions):
+    per item, in order, the new state or the error refusing it. Each item is judged alone, exactly as
+    a request of that one partition; a partition named twice is refused the second time."""
+    out: list[PartitionState | TidelogError] = []
+    seen: set[TopicPartition] = set()
+    for tp, leader_epoch, partition_epoch, new_isr in items:
+        st = states.get(tp)
+        replicas = _replicas(topics, tp)
+        if st is None or not replicas:
+            out.append(AlterPartitionError(f"{tp} does not exist", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        elif tp in seen:
+            out.append(AlterPartitionError(f"{tp} is named twice in one request", code=ErrorCode.INVALID_REQUEST))
+        else:
+            try:
+                out.append(alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr, live))
+            except AlterPartitionError as exc:
+                out.append(exc)
+        seen.add(tp)
+    return out
+
+
 def alter_partition(
     st: PartitionState, replicas: list[int], broker: int, leader_epoch: int, partition_epoch: int,
     new_isr: list[int], live: set[int],

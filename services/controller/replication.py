@@ -18,7 +18,9 @@ from typing import Any
 
 from services.controller.election import ConflictError, ControllerElection, FencedError
 from services.controller.partitions import (
+    AlterItem,
     alter_partition,
+    alter_partitions,
     check_broker_epoch,
     on_brokers_changed,
     on_controlled_shutdown,
@@ -34,6 +36,8 @@ from shared.netprobe import tcp_probe_async
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
+#: Requests naming at most this many partitions read them key by key; more, with one read of everything.
+SMALL_READ = 16
 
 
 class PartitionController:
@@ -111,21 +115,29 @@ class PartitionController:
     # -- writing ------------------------------------------------------------------------------------
 
     async def _apply(self, changes: dict[TopicPartition, PartitionState],
-                     revs: dict[TopicPartition, int], why: str) -> None:
-        if not changes:
-            return
+                     revs: dict[TopicPartition, int], why: str, *, tolerate_conflicts: bool = False) -> set[TopicPartition]:
+        """Write ``changes``; returns the partitions not written because a chunk met a concurrent change
+        (only with ``tolerate_conflicts``: otherwise ``ConflictError`` propagates)."""
+        not_written: set[TopicPartition] = set()
         # Each partition's change stands alone (guarded by its own revision), so a large change set is
         # applied in chunks under etcd's per-transaction limits.
         for chunk in chunked(list(changes.items())):
             ops = [self.store.op_put(self.keys.partition(tp.topic, tp.partition), st.to_json()) for tp, st in chunk]
             compares = [self.store.cmp_mod_revision(self.keys.partition(tp.topic, tp.partition), revs[tp]) for tp, _ in chunk]
             started = time.monotonic()
-            await self.election.write(ops, compares, "partition state changed concurrently")
+            try:
+                await self.election.write(ops, compares, "partition state changed concurrently")
+            except ConflictError:
+                if not tolerate_conflicts:
+                    raise
+                not_written.update(tp for tp, _ in chunk)
+                continue
             if self.observer is not None:
                 self.observer.applied(dict(chunk), why, time.monotonic() - started)
             for tp, st in chunk:
                 log.info("partition state changed", extra={"tp": str(tp), "why": why, "leader": st.leader,
                                                            "leader_epoch": st.leader_epoch, "isr": str(st.isr)})
+        return not_written
 
     # -- triggers ------------------------------------------------------------------------------------
 
@@ -202,6 +214,41 @@ class PartitionController:
                                   await self.live_brokers())
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
             return new
+
+    async def alter_partitions(self, broker: int, incarnation: str,
+                               items: list[AlterItem]) -> list[PartitionState | TidelogError]:
+        """A batch of one leader's ISR proposals: one broker-epoch check, one read, a few transactions.
+        Per item, in order, the new state or the error refusing it."""
+        async with self.lock:
+            await self.check_broker_epoch(broker, incarnation)
+            topics, states = await self._read_states({tp for tp, _, _, _ in items})
+            results = alter_partitions(topics, {tp: s for tp, (s, _) in states.items()}, broker, items,
+                                       await self.live_brokers())
+            changes = {tp: r for (tp, _, _, _), r in zip(items, results) if isinstance(r, PartitionState)}
+            not_written = await self._apply(changes, {tp: states[tp][1] for tp in changes},
+                                            f"AlterPartition from broker {broker}", tolerate_conflicts=True)
+            return [TidelogError(f"{tp} changed concurrently: retry with the current partition epoch",
+                                 code=ErrorCode.INVALID_UPDATE_VERSION) if tp in not_written else r
+                    for (tp, _, _, _), r in zip(items, results)]
+
+    async def _read_states(self, tps: set[TopicPartition]) -> tuple[dict[str, TopicRecord],
+                                                                     dict[TopicPartition, tuple[PartitionState, int]]]:
+        """The topics and partition states (with mod revisions) a request names: key by key for a
+        few, one read of everything for many."""
+        if len(tps) > SMALL_READ:
+            all_topics, all_states, _ = await self.load()
+            return all_topics, all_states
+        topics: dict[str, TopicRecord] = {}
+        states: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for name in {tp.topic for tp in tps}:
+            got = await self.store.get(self.keys.topic(name))
+            if got is not None:
+                topics[name] = TopicRecord.from_json(got[0])
+        for tp in tps:
+            got = await self.store.get(self.keys.partition(tp.topic, tp.partition))
+            if got is not None:
+                states[tp] = (PartitionState.from_json(got[0]), got[2])
+        return topics, states
 
     async def controlled_shutdown(self, broker: int, incarnation: str) -> int:
         async with self.lock:

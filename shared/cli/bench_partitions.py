@@ -13,7 +13,13 @@ fresh directory, then reports, with one line per step:
 * ``failover_elected_s`` / ``failover_s``: SIGKILL of the active controller until
   the standby is the active one in etcd / until it answers a describe of the topic;
 * ``restart_up_s``: stop everything and ``up`` again on the same data, until
-  every partition has a leader again and takes a second record.
+  every partition has a leader again and takes a second record;
+* ``idle_after_restart``: idle CPU/RSS over ``--idle-seconds`` right after that;
+* ``restart_settled_s``: seconds after the end of ``restart_up_s`` from which every broker's CPU
+  stayed under 5 % of a core for 3 s in a row (None if not within 2 minutes after
+  ``idle_after_restart``), with ``restart_cpu_timeline`` (each broker's CPU, second by second, from the
+  end of ``restart_up_s`` until then), then ``idle_after_settled``: idle CPU/RSS over
+  ``--idle-seconds`` once settled.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: A broker has settled after a restart once its CPU stays under this (% of a core) ...
+SETTLED_CPU_PCT = 5.0
+#: ... for this many consecutive seconds (all brokers at once).
+SETTLE_WINDOW_S = 3
+#: How long to wait for that after ``idle_after_restart`` before reporting it as not settled (s).
+SETTLE_MAX_S = 120.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -98,6 +110,39 @@ def _idle(lc: LocalCluster, seconds: float) -> dict[str, dict[str, float]]:
     time.sleep(seconds)
     return {f"{p.role}-{p.id}": {"cpu_pct": round(100 * (cpu_seconds(p.pid) - before[p.pid]) / seconds, 2),
                                  "rss_mib": round(rss_mib(p.pid), 1)} for p in procs}
+
+
+def _after_restart(lc: LocalCluster, idle_seconds: float) -> tuple[dict[str, dict[str, float]], float | None,
+                                                                    dict[str, list[float]]]:
+    """Sampled once a second from the moment the restarted cluster is up: ``idle_after_restart`` (as
+    ``_idle`` over the first ``idle_seconds``), when the brokers settled (the start of the first
+    ``SETTLE_WINDOW_S`` seconds in which every broker stayed under ``SETTLED_CPU_PCT``; None if not
+    within ``SETTLE_MAX_S`` more seconds) and each broker's CPU second by second until then."""
+    procs = [p for p in lc.procs if p.role in ("broker", "controller") and p.popen and p.popen.poll() is None]
+    first = {p.pid: cpu_seconds(p.pid) for p in procs}
+    last = dict(first)
+    timeline: dict[str, list[float]] = {f"{p.role}-{p.id}": [] for p in procs if p.role == "broker"}
+    idle: dict[str, dict[str, float]] | None = None
+    settled: float | None = None
+    t0 = last_t = time.monotonic()
+    tick = 0
+    while idle is None or (settled is None and tick < idle_seconds + SETTLE_MAX_S):
+        tick += 1
+        time.sleep(max(0.0, t0 + tick - time.monotonic()))
+        now = time.monotonic()
+        cpu = {p.pid: cpu_seconds(p.pid) for p in procs}
+        for p in procs:
+            if p.role == "broker":
+                timeline[f"broker-{p.id}"].append(round(100 * (cpu[p.pid] - last[p.pid]) / (now - last_t), 1))
+        last, last_t = cpu, now
+        if idle is None and tick >= idle_seconds:
+            idle = {f"{p.role}-{p.id}": {"cpu_pct": round(100 * (cpu[p.pid] - first[p.pid]) / (now - t0), 2),
+                                         "rss_mib": round(rss_mib(p.pid), 1)} for p in procs}
+        if settled is None and tick >= SETTLE_WINDOW_S and all(
+                sum(v[-SETTLE_WINDOW_S:]) / SETTLE_WINDOW_S < SETTLED_CPU_PCT for v in timeline.values()):
+            settled = float(tick - SETTLE_WINDOW_S)
+    assert idle is not None
+    return idle, settled, timeline
 
 
 def _failover(lc: LocalCluster, topic: str) -> tuple[float, float]:
@@ -169,7 +214,12 @@ def bench_partitions(partitions: int, brokers: int, replication_factor: int, idl
         bootstrap = ",".join(p.address for p in lc.procs if p.role == "broker")
         _write_and_read_each(bootstrap, topic, partitions, expected_end=2)  # every log open and writable
         step("restart_up_s", round(time.monotonic() - t0, 2))
-        step("idle_after_restart", _idle(lc, idle_seconds))
+        # Right after the restart, then until the brokers settle (ISR expansions, elections, checkpoints).
+        idle, settled, timeline = _after_restart(lc, idle_seconds)
+        step("idle_after_restart", idle)
+        step("restart_settled_s", settled)
+        step("restart_cpu_timeline", timeline)
+        step("idle_after_settled", _idle(lc, idle_seconds))
     finally:
         lc.stop()
         if data_dir is None:

@@ -29,6 +29,8 @@ from shared.metadata.keys import Keys, prefix_end
 log = logging.getLogger(__name__)
 
 Snapshot = dict[bytes, tuple[Any, int, int]]  # key -> (value, create_revision, mod_revision)
+#: After a failed lease refresh, the next attempt comes this soon (the lease outlives ~3 intervals).
+KEEPALIVE_RETRY_S = 0.2
 
 
 def dumps(value: Any) -> bytes:
@@ -201,12 +203,25 @@ class MetadataStore:
         await self.client.put(reg.key, dumps(reg.value), lease=reg.lease)
 
     async def _keep_alive(self, reg: Registration) -> None:
+        """Refresh every ttl/3. Each refresh is bounded by ttl/3 and a failed one is retried at once
+        (not a whole interval later), so one slow answer does not cost the lease; a refresh that
+        starts late (a busy event loop) or answers slowly is logged with its timings."""
+        loop = asyncio.get_running_loop()
         interval = max(reg.ttl / 3, 0.3)
+        delay = interval
         while True:
-            await asyncio.sleep(interval)
+            due = loop.time() + delay
+            await asyncio.sleep(delay)
+            started = loop.time()
+            delay = interval
             try:
                 assert reg.lease is not None
-                if await self.refresh(reg.lease):
+                alive = await asyncio.wait_for(self.refresh(reg.lease), interval)
+                took = loop.time() - started
+                if started - due > interval / 2 or took > interval / 2:
+                    log.warning("lease keep-alive slow", extra={"key": reg.key.decode(), "late_s": round(started - due, 2),
+                                                                "refresh_s": round(took, 2)})
+                if alive:
                     reg.renewals += 1
                     continue
                 log.warning("lease expired, registering again", extra={"key": reg.key.decode()})
@@ -216,7 +231,9 @@ class MetadataStore:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("lease keep-alive failed", extra={"key": reg.key.decode(), "error": str(exc)})
+                log.warning("lease keep-alive failed", extra={"key": reg.key.decode(), "error": repr(exc),
+                                                              "late_s": round(started - due, 2)})
+                delay = KEEPALIVE_RETRY_S
 
     async def update_registration(self, reg: Registration, value: Any) -> None:
         reg.value = value

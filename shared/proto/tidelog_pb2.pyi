@@ -371,7 +371,7 @@ class InitProducerIdResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class AlterPartitionRequest(_message.Message):
-    __slots__ = ("broker_id", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr", "incarnation")
+    __slots__ = ("broker_id", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr", "incarnation", "items")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +379,7 @@ class AlterPartitionRequest(_message.Message):
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEW_ISR_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     topic: str
     partition: int
@@ -386,23 +387,60 @@ class AlterPartitionRequest(_message.Message):
     partition_epoch: int
     new_isr: _containers.RepeatedScalarFieldContainer[int]
     incarnation: str
-    def __init__(self, broker_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[AlterPartitionItem]
+    def __init__(self, broker_id: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., incarnation: _Optional[str] = ..., items: _Optional[_Iterable[_Union[AlterPartitionItem, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionItem(_message.Message):
+    __slots__ = ("topic", "partition", "leader_epoch", "partition_epoch", "new_isr")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AlterPartitionResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "leader", "leader_epoch", "isr", "partition_epoch")
+    __slots__ = ("error_code", "error_message", "leader", "leader_epoch", "isr", "partition_epoch", "items")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     leader: int
     leader_epoch: int
     isr: _containers.RepeatedScalarFieldContainer[int]
     partition_epoch: int
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[AlterPartitionItemResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ..., items: _Optional[_Iterable[_Union[AlterPartitionItemResult, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionItemResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader", "leader_epoch", "isr", "partition_epoch")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str
+    leader: int
+    leader_epoch: int
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    partition_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
 
 class ControlledShutdownRequest(_message.Message):
     __slots__ = ("broker_id", "incarnation")

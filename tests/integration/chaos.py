@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from services.broker.log.hw_checkpoint import read_checkpoint
 from shared.client import Consumer, Producer, TopicPartition
 from shared.records.decoder import iter_records
 
@@ -112,11 +113,7 @@ def replicas_converged(data_dir: str, broker_ids: list[int], topic: str, partiti
 
 
 def read_hw(data_dir: str, broker: int, topic: str, partition: int) -> int:
-    try:
-        with open(os.path.join(data_dir, f"broker-{broker}", f"{topic}-{partition}", "high-watermark")) as f:
-            return int(f.read())
-    except FileNotFoundError:
-        return 0
+    return read_checkpoint(os.path.join(data_dir, f"broker-{broker}")).get(TopicPartition(topic, partition), 0)
 
 
 def check_no_loss(workload: Workload, final_logs: dict[int, dict[int, list[tuple[int, bytes]]]]) -> dict[str, int]:

@@ -112,6 +112,39 @@ def test_forged_controlled_shutdown_and_alter_partition_are_refused(cluster) -> 
     admin.close()
 
 
+def test_batched_alter_partition_results_per_item_and_the_leader_restores_its_isr(cluster) -> None:
+    """Kafka's AlterPartition carries many partitions: fenced as a whole, answered item by item. A shrink
+    forced through it is undone by the leader's own (batched) expansion once the followers fetch."""
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    admin = Admin(bootstrap)
+    topic = f"batched-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(topic, partitions=2, replication_factor=3)
+    wait_for(lambda: all(len(p["isr"]) == 3 for p in admin.describe_topic(topic)["partitions"]), 20, what="full ISRs")
+    p0 = admin.describe_topic(topic)["partitions"][0]
+    leader = p0["leader"]
+    incarnation = {b["id"]: b["incarnation"] for b in cluster.cluster_view()["brokers"]}
+    stub = _controller_stub(cluster)
+
+    def item(partition: int, isr: list[int], le: int = p0["leader_epoch"]) -> pb.AlterPartitionItem:
+        return pb.AlterPartitionItem(topic=topic, partition=partition, leader_epoch=le,
+                                     partition_epoch=p0["partition_epoch"], new_isr=isr)
+
+    def alter(inc: str, items: list[pb.AlterPartitionItem]) -> pb.AlterPartitionResponse:
+        return stub.AlterPartition(pb.AlterPartitionRequest(broker_id=leader, incarnation=inc, items=items), timeout=10)
+
+    assert alter("bogus", [item(0, [leader])]).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert alter(incarnation[leader], [item(0, [leader])] * 10_001).error_code == ErrorCode.INVALID_REQUEST
+    resp = alter(incarnation[leader], [item(0, [leader]), item(0, [leader]), item(9, [leader]),
+                                       item(1, [leader], le=p0["leader_epoch"] + 7)])
+    assert resp.error_code == 0
+    assert [r.error_code for r in resp.items] == [0, ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  ErrorCode.FENCED_LEADER_EPOCH]
+    assert list(resp.items[0].isr) == [leader] and resp.items[0].partition_epoch == p0["partition_epoch"] + 1
+    wait_for(lambda: len(admin.describe_topic(topic)["partitions"][0]["isr"]) == 3, 20, what="the ISR expanded again")
+    admin.delete_topic(topic)
+    admin.close()
+
+
 def test_list_offsets_max_timestamp_and_other_negative_timestamps_refused(cluster) -> None:
     from shared.records import encode_batch
 

@@ -20,6 +20,7 @@ class LeaderEpochCache:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, CHECKPOINT)
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
+        self._unsynced = False  # the file holds entries not fsynced yet (see ``flush``)
         self._load()
 
     def _load(self) -> None:
@@ -38,13 +39,32 @@ class LeaderEpochCache:
                 clean.append((e, o))
         self.entries = clean
 
-    def _save(self) -> None:
+    def _save(self, sync: bool = True) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             f.writelines(f"{e} {o}\n" for e, o in self.entries)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._unsynced = not sync
+
+    def flush(self) -> None:
+        """fsync what ``assign`` wrote. The log calls this before it moves its recovery point, so the
+        file is durable for everything below it; above it, recovery re-assigns epochs from the batches.
+        (May run on the log's background flush thread: the flag is cleared first, so an ``assign``
+        racing with the fsync stays marked for the next flush.)"""
+        if not self._unsynced:
+            return
+        self._unsynced = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     @property
     def latest_epoch(self) -> int:
@@ -58,7 +78,10 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self._save()
+        # No fsync here (Kafka since KAFKA-15046 neither): a leader or follower appending its first
+        # batch in a new epoch to thousands of partitions at once did thousands of fsyncs on the event
+        # loop, seconds long. ``flush`` makes it durable with the log's own flushes.
+        self._save(sync=False)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(largest epoch <= epoch, its end offset)``; ``(-1, -1)`` if no such epoch."""

@@ -158,7 +158,13 @@ class PartitionLog:
         if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
             for h in self.iter_headers():  # the checkpoint was lost: rebuild it from the batches
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        elif self.recovery_point < self.log_end_offset:
+            # Past the recovery point the checkpoint may lack entries (``assign`` does not fsync): take
+            # them from the batches, as Kafka's segment recovery does (older epochs are no-ops).
+            for h in self._headers_from(self.recovery_point):
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.flush()
 
     # -- properties ----------------------------------------------------------------
 
@@ -298,6 +304,7 @@ class PartitionLog:
         try:
             for fd in fds:
                 os.fsync(fd)
+            self.epochs.flush()
         except OSError as exc:
             log.warning("flushing a rolled segment of %s failed: %s", self.directory, exc)
             return
@@ -336,6 +343,7 @@ class PartitionLog:
         for seg in self.segments:
             if seg.next_offset > self.recovery_point:
                 seg.flush()
+        self.epochs.flush()
         with self._recovery_lock:
             self.recovery_point = self.log_end_offset
             _write_checkpoint(self.directory, RECOVERY_POINT_FILE, self.recovery_point)
@@ -392,6 +400,15 @@ class PartitionLog:
                 if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
                     return r.offset, r.timestamp
         return None
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Batch headers of the segments holding ``offset`` and after, from the batch holding it."""
+        for seg in self.segments:
+            if seg.next_offset <= offset:
+                continue
+            for bp in seg.scan_headers(0):
+                if bp.header.last_offset >= offset:
+                    yield bp.header
 
     def iter_headers(self) -> Iterator[BatchHeader]:
         """Every batch header from the log start, in order (no CRC check)."""
