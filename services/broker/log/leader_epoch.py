@@ -78,9 +78,10 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        # No fsync here (Kafka since KAFKA-15046 neither): a leader or follower appending its first
-        # batch in a new epoch to thousands of partitions at once did thousands of fsyncs on the event
-        # loop, seconds long. ``flush`` makes it durable with the log's own flushes.
+        # No fsync here (unlike Kafka's LeaderEpochFileCache.assign): a leader or follower appending its
+        # first batch in a new epoch to thousands of partitions at once did thousands of fsyncs on the
+        # event loop, seconds long. ``flush`` makes it durable before the recovery point moves, and
+        # recovery rebuilds the epochs past the recovery point from the batches' partition leader epochs.
         self._save(sync=False)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
