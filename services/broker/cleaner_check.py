@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import mmap
 import multiprocessing
 import os
 import threading
@@ -46,16 +47,19 @@ class CheckSpec:
                    job.with_segments(()))
 
     def read(self) -> CleanJob:
-        """The job with the bytes its segments hold now (``LogChangedError`` if one went or shrank)."""
+        """The job with its segments' bytes as they are now (``LogChangedError`` if one went or shrank).
+
+        Each segment file is mapped, not read: the check walks the page cache's pages where they lie,
+        with no copy into fresh memory (whose page faults cost as much as a third of the check)."""
         data = []
         for path, base, size in zip(self.paths, self.bases, self.sizes, strict=True):
             try:
                 with open(path, "rb") as f:
-                    got = os.pread(f.fileno(), size, 0) if size else b""
+                    if os.fstat(f.fileno()).st_size < size:
+                        raise LogChangedError(f"segment {base} shrank while it was being cleaned")
+                    got = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) if size else b""
             except OSError as exc:
                 raise LogChangedError(f"cannot read segment {base} again: {exc}") from exc
-            if len(got) != size:
-                raise LogChangedError(f"segment {base} shrank while it was being cleaned")
             data.append(SegmentData(base, got))
         return dataclasses.replace(self.decisions, segments=tuple(data))
 
@@ -71,6 +75,10 @@ def _exit_with_parent(parent: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+class CheckProcessDied(CleanVerificationError):
+    """The check process died during the check (killed, or a mapped segment was truncated under it)."""
 
 
 class ResultChecker:
@@ -107,7 +115,7 @@ class ResultChecker:
             await loop.run_in_executor(self._executor(), check_in_child, CheckSpec.of(job), segments, map_end)
         except BrokenProcessPool as exc:
             self.close()
-            raise CleanVerificationError(f"the check process died: {exc}") from exc
+            raise CheckProcessDied(f"the check process died: {exc}") from exc
 
     def close(self) -> None:
         if self._pool is not None:

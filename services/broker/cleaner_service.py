@@ -18,9 +18,16 @@ from dataclasses import dataclass
 
 import grpc
 
-from services.broker.cleaner_check import ResultChecker
+from services.broker.cleaner_check import CheckProcessDied, ResultChecker
 from services.broker.cleaner_jobs import JobBoard, Lease, LeaseError
-from services.broker.log.compaction import LogChangedError, OfferedJob, apply_result, log_state, make_job
+from services.broker.log.compaction import (
+    LogChangedError,
+    OfferedJob,
+    apply_result,
+    check_unchanged,
+    log_state,
+    make_job,
+)
 from services.broker.log.replace import remove_expired_deletes
 from services.broker.partition import Partition
 from services.broker.replica_manager import ReplicaManager
@@ -86,7 +93,11 @@ class CleanerJobs:
         payload = lease.payload
         t0 = time.monotonic()
         try:
-            await self.checker.check(payload.offered, segments, map_end)
+            try:
+                await self.checker.check(payload.offered, segments, map_end)
+            except CheckProcessDied:
+                check_unchanged(payload.partition.log, payload.offered)  # a truncated segment kills the check
+                raise
             t1 = time.monotonic()
             lease = self.board.get(job_id, worker, self.clock())  # still ours after the check
             if self.replicas.partitions.get(payload.tp) is not payload.partition:

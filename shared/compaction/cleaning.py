@@ -24,6 +24,7 @@ No gRPC, no files, no clocks: the job carries ``now_ms``.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,10 +43,11 @@ class OffsetMapTooSmallError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class SegmentData:
-    """One segment of a job: its base offset and its whole batches."""
+    """One segment of a job: its base offset and its whole batches (bytes, a view of a worker's receive
+    buffer, or a segment file mapped by the broker's check)."""
 
     base_offset: int
-    data: bytes
+    data: bytes | memoryview | mmap.mmap
 
     @property
     def size(self) -> int:

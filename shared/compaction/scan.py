@@ -23,6 +23,7 @@ Pure: bytes in, arrays out.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,7 +262,12 @@ def _batch_by_batch(buf: bytes, headers: list[BatchHeader], starts: np.ndarray, 
     return joined, (hdrs if any(hdrs) else None)
 
 
-def scan_segment(data: bytes | memoryview, *, whole: bool = False, seed: int = 0) -> SegmentScan:
+# Buffers walked where they lie: a worker's receive buffer (memoryview slices), a segment file mapped by
+# the broker's check (mmap), or bytes. Their slices are immutable, or views that nothing writes meanwhile.
+_IN_PLACE = (bytes, memoryview, mmap.mmap)
+
+
+def scan_segment(data: bytes | memoryview | mmap.mmap, *, whole: bool = False, seed: int = 0) -> SegmentScan:
     """Scan every whole batch of ``data`` (CRCs checked), keys hashed with ``seed``. With ``whole``, bytes
     after the last whole batch are an error (a cleaned segment must be nothing but batches). Raises
     ``CorruptRecordError``."""
@@ -274,7 +280,7 @@ def scan_segment(data: bytes | memoryview, *, whole: bool = False, seed: int = 0
     if (counts < 0).any():
         raise CorruptRecordError("a batch with a negative record count")
     cols = None
-    if isinstance(data, bytes) and not any(h.attributes & ATTR_COMPRESSION_MASK for h in headers):
+    if isinstance(data, _IN_PLACE) and not any(h.attributes & ATTR_COMPRESSION_MASK for h in headers):
         buf = data
         cols = _in_place(data, batches, counts)
     record_headers = None

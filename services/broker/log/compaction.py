@@ -129,7 +129,7 @@ def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_off
     )
 
 
-def _check_unchanged(plog: PartitionLog, offered: OfferedJob) -> None:
+def check_unchanged(plog: PartitionLog, offered: OfferedJob) -> None:
     live = plog.segments[: len(offered.segments)]
     if tuple(live) != offered.segments or any(s.size != n for s, n in zip(live, offered.sizes, strict=True)):
         raise LogChangedError(f"{plog.directory} changed while it was being cleaned")
@@ -141,7 +141,7 @@ def apply_result(plog: PartitionLog, offered: OfferedJob, cleaned: list[CleanedS
                  on_step: StepHook = env_fault_hook, *, verify: bool = True) -> None:
     """Check the result against the log and the job, then swap it in (or raise, changing nothing).
     ``verify=False`` when the caller has already run ``verify_result`` on this result."""
-    _check_unchanged(plog, offered)
+    check_unchanged(plog, offered)
     if verify:
         verify_result(offered.read(), cleaned, map_end)
     by_base = {s.base_offset: s for s in offered.segments}

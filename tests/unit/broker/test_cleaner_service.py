@@ -13,7 +13,7 @@ from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cl
 from services.broker.log import PartitionLog
 from services.broker.partition import Partition
 from services.cleaner.throttle import Throttler
-from services.cleaner.worker import job_from, read_segments, result_chunks, run_job
+from services.cleaner.worker import ReceiveBuffer, job_from, read_segments, result_chunks, run_job
 from shared.compaction.cleaning import CleanResult, clean
 from shared.compaction.codec import encode_retained, read_batches
 from shared.config import LogConfig
@@ -77,7 +77,7 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 assert not (await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="other"))).found  # one per log
                 renew = await stub.RenewLease(cpb.RenewLeaseRequest(job_id=resp.job_id, worker_id="other"))
                 assert renew.error_code != 0
-                segments = await read_segments(stub, resp.job_id, "evil", Throttler())
+                segments = await read_segments(ch, resp, "evil", Throttler(), ReceiveBuffer())
                 result = clean(job_from(resp, segments))
                 i, seg = next((i, s) for i, s in enumerate(result.segments) if s.data)
                 pos, h, recs = next(read_batches(seg.data))
@@ -95,7 +95,7 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 good = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="good"))
                 assert good.found and good.hash_seed != resp.hash_seed  # a secret key-hash seed per job
                 assert job_from(good, []).hash_seed == good.hash_seed
-                ok, message = await run_job(stub, good, "good")
+                ok, message = await run_job(ch, good, "good")
                 assert ok, message
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
                 assert status.jobs_done == 1 and status.workers[0].worker_id == "good"

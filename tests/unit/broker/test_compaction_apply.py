@@ -134,3 +134,16 @@ def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_th
         checker.close()
     apply_result(log, offered, result.segments, result.map_end, verify=False)
     assert read_cleaner_checkpoint(log) == result.map_end
+
+
+def test_the_check_maps_the_job_segments_and_a_shrunk_one_is_a_changed_log(tmp_path) -> None:
+    from services.broker.cleaner_check import CheckSpec
+
+    log = make_log(str(tmp_path / "t-0"))
+    offered, result = offer(log)
+    spec = CheckSpec.of(offered)
+    job = spec.read()
+    assert [bytes(s.data) for s in job.segments] == [s.data for s in offered.read().segments]
+    os.truncate(spec.paths[0], spec.sizes[0] - 1)
+    with pytest.raises(LogChangedError, match="shrank"):
+        spec.read()

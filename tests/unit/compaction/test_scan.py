@@ -181,3 +181,34 @@ def test_an_empty_batch_with_bytes_is_corrupt() -> None:
                         partition_leader_epoch=-1) + body
     with pytest.raises(CorruptRecordError):
         scan_segment(empty + good.data)
+
+
+@pytest.mark.parametrize("with_headers", [False, True])
+def test_a_job_held_in_a_receive_buffer_or_mapped_files_cleans_as_bytes_do(tmp_path, with_headers: bool) -> None:
+    """A worker's segments are views of its one receive buffer, the broker's check maps segment files:
+    both are walked in place and must give the very result (and check) that bytes give."""
+    import mmap
+
+    rows = [(b"key-%d" % (i % 17), None if i % 9 == 0 else b"v" * (i % 50)) for i in range(300)]
+    segs = [build_segment(rows[:150], 10, CompressionType.NONE, with_headers),
+            build_segment(rows[150:], 10, CompressionType.NONE, with_headers, base=150)]
+    buf = bytearray(b"x" * 5 + b"".join(s.data for s in segs) + b"y" * 5)  # views in the middle of it
+    views, pos = [], 5
+    for s in segs:
+        views.append(SegmentData(s.base_offset, memoryview(buf)[pos:pos + s.size]))
+        pos += s.size
+    mapped = []
+    for s in segs:
+        path = tmp_path / f"{s.base_offset}.log"
+        path.write_bytes(s.data)
+        with open(path, "rb") as f:
+            mapped.append(SegmentData(s.base_offset, mmap.mmap(f.fileno(), s.size, prot=mmap.PROT_READ)))
+    want = clean(CleanJob(tuple(segs), 0, 300, T0 + DAY, segment_bytes=1 << 30, hash_seed=7))
+    for held in (views, mapped):
+        assert [sc.record(i) for sc in map(scan_segment, [s.data for s in held]) for i in range(len(sc))] == [
+            sc.record(i) for sc in map(scan_segment, [s.data for s in segs]) for i in range(len(sc))]
+        job = CleanJob(tuple(held), 0, 300, T0 + DAY, segment_bytes=1 << 30, hash_seed=7)
+        got = clean(job)
+        assert got.map_end == want.map_end and [(s.base_offset, s.replaces, bytes(s.data)) for s in got.segments] == [
+            (s.base_offset, s.replaces, s.data) for s in want.segments]
+        verify_result(job, want.segments, want.map_end)
