@@ -2,11 +2,13 @@
 
 The check is pure CPU work, about as much as the cleaning itself. In a thread of the broker it
 would hold the interpreter lock for most of that time and stall the event loop that serves
-produce, fetch, replication and the other workers' segment streams. So the broker checks in one
-child process, started with ``spawn`` once a compacted log of the broker has rolled a segment (nothing of the
-broker's gRPC or etcd state is inherited), which reads the job's segment files itself: only the
-cleaned segments travel through the pipe. The broker still re-checks that the log did not change
-before it swaps (``apply_result``).
+produce, fetch, replication and the other workers' segment streams. So the broker checks in child
+processes, started with ``spawn`` (nothing of the broker's gRPC or etcd state is inherited): one once a
+compacted log of the broker has rolled a segment, another (up to ``log_cleaner_check_processes``) when
+results from several workers wait at once. The broker writes the worker's result as ``.cleaned`` files
+while it arrives; the child maps those and the job's segment files itself, so only names and sizes travel
+through the pipe. The broker still re-checks that the log did not change before it swaps
+(``apply_files``).
 
 A child that dies refuses the result it was checking and is replaced on the next check; a child
 whose broker died exits within a second.
@@ -22,6 +24,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -54,17 +57,34 @@ class CheckSpec:
         data = []
         for path, base, size in zip(self.paths, self.bases, self.sizes, strict=True):
             try:
-                with open(path, "rb") as f:
-                    if os.fstat(f.fileno()).st_size < size:
-                        raise LogChangedError(f"segment {base} shrank while it was being cleaned")
-                    got = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) if size else b""
+                got = mapped(path, size)
             except OSError as exc:
                 raise LogChangedError(f"cannot read segment {base} again: {exc}") from exc
+            if got is None:
+                raise LogChangedError(f"segment {base} shrank while it was being cleaned")
             data.append(SegmentData(base, got))
         return dataclasses.replace(self.decisions, segments=tuple(data))
 
 
-def check_in_child(spec: CheckSpec, segments: list[CleanedSegment], map_end: int) -> None:
+def mapped(path: str, size: int) -> mmap.mmap | bytes | None:
+    """The first ``size`` bytes of a file, mapped read-only (None if the file is shorter)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < size:
+            return None
+        return mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) if size else b""
+
+
+CleanedFile = tuple[int, tuple[int, ...], str, int]  # base offset, replaced bases, path, size
+
+
+def check_files(spec: CheckSpec, cleaned: list[CleanedFile], map_end: int) -> None:
+    """``verify_result`` of a result written as ``.cleaned`` files, mapped like the job's segments."""
+    segments = []
+    for base, replaces, path, size in cleaned:
+        data = mapped(path, size)
+        if data is None:
+            raise CleanVerificationError(f"cleaned segment {base} is shorter than was received")
+        segments.append(CleanedSegment(base, replaces, data))  # type: ignore[arg-type]
     verify_result(spec.read(), segments, map_end)
 
 
@@ -82,16 +102,19 @@ class CheckProcessDied(CleanVerificationError):
 
 
 class ResultChecker:
-    """Runs ``verify_result`` for the broker: in a child process, or (``in_process``, for tests that
-    drive ``CleanerJobs`` directly) in a thread."""
+    """Runs ``verify_result`` for the broker: in child processes (up to ``processes`` results checked at
+    once, one per child), or (``in_process``, for tests that drive ``CleanerJobs`` directly) in a thread."""
 
-    def __init__(self, in_process: bool = False) -> None:
+    def __init__(self, in_process: bool = False, processes: int = 1) -> None:
         self.in_process = in_process
+        self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
 
     def _executor(self) -> ProcessPoolExecutor:
+        """Up to ``processes`` children, each started when a check finds none idle (spawned pools start
+        their processes on demand)."""
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+            self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_exit_with_parent, initargs=(os.getpid(),))
         return self._pool
 
@@ -105,14 +128,18 @@ class ResultChecker:
         if not self.in_process and self._pool is None:
             self._executor().submit(int)
 
-    async def check(self, job: OfferedJob, segments: list[CleanedSegment], map_end: int) -> None:
-        """Raise ``CleanVerificationError`` unless ``segments`` is a correct cleaning of ``job``."""
+    async def check_files(self, job: OfferedJob, cleaned: list[CleanedFile], map_end: int) -> None:
+        """Raise ``CleanVerificationError`` unless the ``.cleaned`` files ``cleaned`` are a correct cleaning of
+        ``job``. The child maps them itself: the result's bytes never go through the pipe."""
         if self.in_process:
-            await asyncio.to_thread(verify_result, job.read(), segments, map_end)
+            await asyncio.to_thread(check_files, CheckSpec.of(job), cleaned, map_end)
             return
+        await self._in_child(check_files, CheckSpec.of(job), cleaned, map_end)
+
+    async def _in_child(self, fn: Callable[..., None], *args: object) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor(), check_in_child, CheckSpec.of(job), segments, map_end)
+            await loop.run_in_executor(self._executor(), fn, *args)
         except BrokenProcessPool as exc:
             self.close()
             raise CheckProcessDied(f"the check process died: {exc}") from exc

@@ -9,11 +9,12 @@ unchanged and the swap applied on the loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -23,21 +24,23 @@ from services.broker.cleaner_jobs import JobBoard, Lease, LeaseError
 from services.broker.log.compaction import (
     LogChangedError,
     OfferedJob,
-    apply_result,
+    apply_files,
     check_unchanged,
     log_state,
     make_job,
 )
 from services.broker.log.replace import remove_expired_deletes
+from services.broker.log.segment_swap import CleanedFiles
 from services.broker.partition import Partition
 from services.broker.replica_manager import ReplicaManager
-from shared.compaction.cleaning import CleanedSegment
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
 from shared.compaction.selection import assess, choose_filthiest
 from shared.compaction.verify import CleanVerificationError
 from shared.errors import ErrorCode
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
+from shared.proto.cleaner_wire import encode_segment_chunk
+from shared.proto.wire import pass_bytes
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -88,29 +91,52 @@ class CleanerJobs:
         self.checker.warm_up()
         return lease
 
-    async def complete(self, job_id: str, worker: str, segments: list[CleanedSegment], map_end: int) -> None:
+    async def complete(self, job_id: str, worker: str, chunks: AsyncIterator[tuple[int, Sequence[int], bytes]],
+                       map_end: int) -> None:
+        """Take a worker's result as it streams in (``(base offset, replaced bases, bytes)`` pieces, written
+        straight to ``.cleaned`` files), check it in the check process while the files are fsynced, then
+        swap it in; or refuse it (``CleanVerificationError``) and remove the files."""
         lease = self.board.get(job_id, worker, self.clock())
         payload = lease.payload
+        offered = payload.offered
+        files = CleanedFiles(payload.partition.log.directory, [s.base_offset for s in offered.segments],
+                             2 * offered.total_bytes + (1 << 20))  # recompression may grow a batch a little
         t0 = time.monotonic()
         try:
             try:
-                await self.checker.check(payload.offered, segments, map_end)
-            except CheckProcessDied:
-                check_unchanged(payload.partition.log, payload.offered)  # a truncated segment kills the check
-                raise
+                async for base, replaces, data in chunks:
+                    files.add(base, replaces, data)
+            except ValueError as exc:
+                raise CleanVerificationError(str(exc)) from exc
+            except OSError as exc:  # the log's directory went (deleted meanwhile)
+                raise LogChangedError(f"cannot write the result into {files.directory}: {exc}") from exc
             t1 = time.monotonic()
+            synced = asyncio.create_task(asyncio.to_thread(files.sync))
+            try:
+                await self.checker.check_files(offered, [(b, r, p, n) for (b, r, n), p in
+                                                         zip(files.segments, files.paths(), strict=True)], map_end)
+            except CheckProcessDied:
+                check_unchanged(payload.partition.log, offered)  # a segment truncated under the check kills it
+                raise
+            finally:
+                await synced
+            t2 = time.monotonic()
             lease = self.board.get(job_id, worker, self.clock())  # still ours after the check
             if self.replicas.partitions.get(payload.tp) is not payload.partition:
                 raise LogChangedError(f"{lease.log} was deleted or reopened while it was being cleaned")
-            apply_result(payload.partition.log, payload.offered, segments, map_end, verify=False)
+            apply_files(payload.partition.log, offered, files, map_end)
         except CleanVerificationError as exc:
+            files.discard()
             self.jobs_refused += 1
             self.board.finish(job_id, worker, self.clock(), error=f"refused: {exc}",
                               log_at_fault=not isinstance(exc, LogChangedError))
             log.warning("cleaning result refused", extra={"log": lease.log, "worker": worker, "error": str(exc)})
             raise
+        except BaseException:
+            files.discard()
+            raise
         done = self.board.finish(job_id, worker, self.clock())
-        cleaned = payload.offered.total_bytes
+        cleaned = offered.total_bytes
         self.jobs_done += 1
         self.cleaned_bytes += cleaned
         w = self.workers.setdefault(worker, [0, 0, 0])
@@ -118,7 +144,8 @@ class CleanerJobs:
         w[1] += 1
         w[2] += max(self.clock() - done.started_ms, 1)
         log.info("log cleaned", extra={"log": lease.log, "worker": worker, "map_end": map_end,
-                                       "check_s": round(t1 - t0, 3), "swap_s": round(time.monotonic() - t1, 3)})
+                                       "receive_s": round(t1 - t0, 3), "check_s": round(t2 - t1, 3),
+                                       "swap_s": round(time.monotonic() - t2, 3)})
 
     def housekeeping(self) -> None:
         now = self.clock()
@@ -168,7 +195,7 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
             lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes, hash_seed=job.hash_seed)
 
     async def ReadSegments(self, request: cpb.ReadSegmentsRequest, context: grpc.aio.ServicerContext
-                           ) -> AsyncIterator[cpb.SegmentChunk]:
+                           ) -> AsyncIterator[bytes]:
         try:
             lease = self.jobs.board.get(request.job_id, request.worker_id, self.jobs.clock())
         except LeaseError as exc:
@@ -176,7 +203,7 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
             return
         try:
             for base, data in lease.payload.offered.chunks(CHUNK):
-                yield cpb.SegmentChunk(base_offset=base, data=data)
+                yield encode_segment_chunk(base, data)  # serialized by hand: see cleaner_wire
         except LogChangedError as exc:
             with contextlib.suppress(LeaseError):
                 self.jobs.board.finish(request.job_id, request.worker_id, self.jobs.clock(), error=str(exc),
@@ -193,20 +220,18 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
 
     async def CompleteJob(self, request_iterator: AsyncIterator[cpb.CleanedChunk],
                           context: grpc.aio.ServicerContext) -> cpb.CompleteJobResponse:
-        job_id = worker = ""
-        map_end = -1
-        parts: dict[int, list[bytes]] = {}
-        replaces: dict[int, tuple[int, ...]] = {}
-        async for chunk in request_iterator:
-            if not job_id:
-                job_id, worker, map_end = chunk.job_id, chunk.worker_id, chunk.map_end
-            if chunk.base_offset not in parts:
-                parts[chunk.base_offset] = []
-                replaces[chunk.base_offset] = tuple(chunk.replaces)
-            parts[chunk.base_offset].append(chunk.data)
-        segments = [CleanedSegment(b, replaces[b], b"".join(parts[b])) for b in parts]
+        stream = aiter(request_iterator)
+        first = await anext(stream, None)
+        if first is None:
+            return cpb.CompleteJobResponse(error_code=ErrorCode.INVALID_REQUEST, message="an empty result stream")
+
+        async def pieces() -> AsyncIterator[tuple[int, Sequence[int], bytes]]:
+            yield first.base_offset, first.replaces, first.data
+            async for chunk in stream:
+                yield chunk.base_offset, chunk.replaces, chunk.data
+
         try:
-            await self.jobs.complete(job_id, worker, segments, map_end)
+            await self.jobs.complete(first.job_id, first.worker_id, pieces(), first.map_end)
         except LeaseError as exc:
             return cpb.CompleteJobResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, message=str(exc))
         except CleanVerificationError as exc:
@@ -226,5 +251,22 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
         return self.jobs.status(self.broker_id)
 
 
+class _SegmentsAsBytes:
+    """Stands in for the server while the generated code registers the LogCleaner methods: ReadSegments
+    answers with ``encode_segment_chunk``'s bytes, which pass through its serializer."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self.server = server
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        handlers = {**handlers, "ReadSegments": handlers["ReadSegments"]._replace(  # type: ignore[attr-defined]
+            response_serializer=pass_bytes)}
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+        self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
+
+
 def add_cleaner_servicer(servicer: CleanerServicer, server: grpc.aio.Server) -> None:
-    cgrpc.add_LogCleanerServicer_to_server(servicer, server)
+    cgrpc.add_LogCleanerServicer_to_server(servicer, _SegmentsAsBytes(server))  # type: ignore[arg-type]

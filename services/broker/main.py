@@ -46,6 +46,9 @@ class BrokerSettings(ServiceSettings):
                                       description="how long a cleaner worker holds a compaction job without renewing")
     log_cleaner_dedupe_buffer_size: int = Field(128 * 1024 * 1024, ge=1024, le=2**34,
                                                 description="log.cleaner.dedupe.buffer.size: offset map bytes per job")
+    log_cleaner_check_processes: int = Field(
+        2, ge=1, le=64, description="how many cleaning results the broker checks at once, each in a child process "
+                                    "started when first needed")
     quota_report_interval_ms: int = Field(100, ge=10, le=10_000,
                                           description="quota.report.interval.ms: how often usage goes to the quota service")
     quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
@@ -65,7 +68,8 @@ class Broker(Service[BrokerSettings]):
                                        incarnation=self.incarnation)
         self.metadata = MetadataCache(self.store, self._on_metadata)
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
-                                        settings.log_cleaner_dedupe_buffer_size, checker=ResultChecker())
+                                        settings.log_cleaner_dedupe_buffer_size,
+                                        checker=ResultChecker(processes=settings.log_cleaner_check_processes))
         interval_s = settings.quota_report_interval_ms / 1000
         self.quota_accounting = QuotaAccounting(interval_s, 2 * settings.quota_window_size_seconds,
                                                 ProvisionalQuotas(window_ms=settings.quota_window_size_seconds * 1000))

@@ -38,6 +38,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
 from shared.proto.produce_wire import ProduceRequestView, WireError, parse_produce_request
+from shared.proto.wire import pass_bytes
 from shared.records.header import next_offset_after
 from shared.types import TopicPartition
 
@@ -341,11 +342,6 @@ async def _well_formed(request: ProduceRequestView | WireError, context: Any) ->
     return request
 
 
-def _serialized(message: Any) -> bytes:
-    """Response serializer that passes bytes through (already serialised by hand)."""
-    return message if type(message) is bytes else message.SerializeToString()
-
-
 _OWN_PIPELINE = ("Produce", "ProduceStream", "Fetch", "FetchStream")  # enter the pipeline in their bodies
 
 
@@ -365,7 +361,7 @@ class _Codecs:
         for name in ("Produce", "ProduceStream"):
             handlers[name] = handlers[name]._replace(request_deserializer=_read_produce_request)  # type: ignore[attr-defined]
         for name in ("Fetch", "FetchStream"):
-            handlers[name] = handlers[name]._replace(response_serializer=_serialized)  # type: ignore[attr-defined]
+            handlers[name] = handlers[name]._replace(response_serializer=pass_bytes)  # type: ignore[attr-defined]
         for name, h in list(handlers.items()):  # the other methods enter the pipeline here
             if name not in _OWN_PIPELINE and h.unary_unary is not None:  # type: ignore[attr-defined]
                 handlers[name] = h._replace(  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ sign handling, and a field walker. Field numbers and types come from
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -31,6 +31,12 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def pass_bytes(message: Any) -> bytes:
+    """A gRPC response serializer for methods whose answers are serialized by hand: bytes pass through,
+    a generated message is serialized as usual."""
+    return message if type(message) is bytes else message.SerializeToString()
 
 
 def int_fields(tags_values: Sequence[tuple[int, int]]) -> bytes:

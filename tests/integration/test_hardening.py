@@ -1,5 +1,6 @@
 """Hostile or buggy callers against a real cluster: garbage gRPC requests to every method of every
-service, and forged internal RPCs (ControlledShutdown, AlterPartition) to the active controller."""
+service of every role (the broker's, the cleaner service on the broker, the controller's, the coordinator's,
+the quota service's), and forged internal RPCs (ControlledShutdown, AlterPartition) to the active controller."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from grpc_health.v1 import health_pb2
 
 from shared.client import Admin
 from shared.errors import ErrorCode
+from shared.proto import cleaner_pb2, coordinator_pb2, quota_pb2
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from tests.conftest import wait_for
 
 GARBAGE = b"\xff" * 11  # a field tag whose varint never ends: no protobuf message parses it
-SERVICES = [*pb.DESCRIPTOR.services_by_name.values(), *health_pb2.DESCRIPTOR.services_by_name.values()]
+SERVICES = [s for module in (pb, cleaner_pb2, coordinator_pb2, quota_pb2, health_pb2)
+            for s in module.DESCRIPTOR.services_by_name.values()]
 #: The gRPC services each role serves (every role also serves health).
-SERVED = {"broker": {"tidelog.v1.Broker"}, "controller": {"tidelog.v1.Controller"}}
+SERVED = {"broker": {"tidelog.v1.Broker", "tidelog.cleaner.v1.LogCleaner"}, "controller": {"tidelog.v1.Controller"},
+          "coordinator": {"tidelog.v1.GroupCoordinator"}, "quota": {"tidelog.quota.v1.QuotaService"}}
 
 
 def call_raw(channel: grpc.Channel, path: str, client_streaming: bool, server_streaming: bool) -> grpc.RpcError:

@@ -5,6 +5,7 @@
 * ``apply_result``: refuse a result when the log changed under the job or when
   ``verify_result`` finds anything wrong; otherwise swap the cleaned segments in with
   ``replace_segments`` and write ``cleaner-offset-checkpoint`` (the next first dirty offset);
+  ``apply_files`` the same for a result already written as ``.cleaned`` files and checked;
 * ``clean_in_process``: the three in a row with the cleaning core run in this process
   (tests and a single-process fallback; the workers do the cleaning step remotely).
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from services.broker.log.partition_log import PartitionLog, _read_checkpoint, _write_checkpoint
 from services.broker.log.replace import replace_segments
 from services.broker.log.segment import LogSegment
-from services.broker.log.segment_swap import StepHook, env_fault_hook
+from services.broker.log.segment_swap import CleanedFiles, StepHook, env_fault_hook
 from shared.compaction.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
 from shared.compaction.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
@@ -144,10 +145,23 @@ def apply_result(plog: PartitionLog, offered: OfferedJob, cleaned: list[CleanedS
     check_unchanged(plog, offered)
     if verify:
         verify_result(offered.read(), cleaned, map_end)
+    _swap(plog, offered, [(c.base_offset, c.replaces, c.data) for c in cleaned], map_end, on_step)
+
+
+def apply_files(plog: PartitionLog, offered: OfferedJob, files: CleanedFiles, map_end: int,
+                on_step: StepHook = env_fault_hook) -> None:
+    """Swap in a result the caller received as ``.cleaned`` files, checked and fsynced (or raise, changing
+    nothing in the log: the files stay for the caller to discard)."""
+    check_unchanged(plog, offered)
+    _swap(plog, offered, [(base, replaces, None) for base, replaces, _ in files.segments], map_end, on_step)
+
+
+def _swap(plog: PartitionLog, offered: OfferedJob, cleaned: list[tuple[int, tuple[int, ...], bytes | None]],
+          map_end: int, on_step: StepHook) -> None:
     by_base = {s.base_offset: s for s in offered.segments}
-    old = [by_base[b] for c in cleaned for b in c.replaces]
+    old = [by_base[b] for _, replaces, _ in cleaned for b in replaces]
     if old:
-        replace_segments(plog, [(c.base_offset, c.data) for c in cleaned], old, on_step)
+        replace_segments(plog, [(base, data) for base, _, data in cleaned], old, on_step)
     _write_checkpoint(plog.directory, CHECKPOINT_FILE, map_end)
 
 

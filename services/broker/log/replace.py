@@ -41,19 +41,21 @@ def check_replacement(log: PartitionLog, new_bases: Sequence[int], old: Sequence
 
 def replace_segments(
     log: PartitionLog,
-    cleaned: Sequence[tuple[int, bytes | bytearray | memoryview]],
+    cleaned: Sequence[tuple[int, bytes | bytearray | memoryview | None]],
     old: Sequence[LogSegment],
     on_step: StepHook = env_fault_hook,
 ) -> list[LogSegment]:
-    """Replace ``old`` (consecutive, inactive) by ``cleaned`` ``(base offset, segment bytes)``.
+    """Replace ``old`` (consecutive, inactive) by ``cleaned`` ``(base offset, segment bytes)``; ``None`` bytes:
+    the caller already wrote and fsynced that ``.cleaned`` file (``CleanedFiles``).
 
     Crash-safe at every step (see ``segment_swap``); the in-memory log changes only after
     the files are in place. Returns the new segments."""
     new_bases = [b for b, _ in cleaned]
     check_replacement(log, new_bases, old)
     for i, (base, data) in enumerate(cleaned):
-        write_cleaned(log.directory, base, data)
-        on_step(f"cleaned:{i}")
+        if data is not None:
+            write_cleaned(log.directory, base, data)
+            on_step(f"cleaned:{i}")
     first = log.segments.index(old[0])
     for seg in old:
         seg.close()

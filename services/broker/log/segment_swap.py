@@ -93,6 +93,67 @@ def write_cleaned(directory: str, base: int, data: bytes | bytearray | memoryvie
     return path
 
 
+class CleanedFiles:
+    """Step 1 as a worker's result arrives: each cleaned segment streamed straight into its
+    ``<base>.log.cleaned`` file, so the result is never held whole in the broker's memory.
+
+    Only file names the job allows are written (``allowed``: the job's segment base offsets, each at
+    most once, in increasing order), and no more than ``max_bytes`` in all. Anything else is
+    ``ValueError`` and the caller ``discard``s what was written. ``sync`` fsyncs every file (step 1's
+    durability, with the ``cleaned:<i>`` fault steps); the caller then renames them (``rename_files``)."""
+
+    def __init__(self, directory: str, allowed: Sequence[int], max_bytes: int) -> None:
+        self.directory = directory
+        self.allowed = frozenset(allowed)
+        self.max_bytes = max_bytes
+        self.segments: list[tuple[int, tuple[int, ...], int]] = []  # (base, replaces, size)
+        self.total = 0
+        self._fd: int | None = None
+
+    def add(self, base: int, replaces: Sequence[int], data: bytes) -> None:
+        if not self.segments or self.segments[-1][0] != base:
+            if base not in self.allowed or (self.segments and base < self.segments[-1][0]):
+                raise ValueError(f"cleaned segment {base} is not a segment of the job, in order")
+            self._close()
+            self._fd = os.open(seg_path(self.directory, base, ".log", CLEANED), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                               0o644)
+            self.segments.append((base, tuple(replaces), 0))
+        if self.total + len(data) > self.max_bytes:
+            raise ValueError(f"the result is larger than {self.max_bytes} bytes")
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        b, r, n = self.segments[-1]
+        self.segments[-1] = (b, r, n + len(data))
+        self.total += len(data)
+
+    def paths(self) -> list[str]:
+        return [seg_path(self.directory, b, ".log", CLEANED) for b, _, _ in self.segments]
+
+    def sync(self, on_step: StepHook = env_fault_hook) -> None:
+        """Fsync every file (blocking: run it off the event loop)."""
+        self._close()
+        for i, path in enumerate(self.paths()):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            on_step(f"cleaned:{i}")
+
+    def discard(self) -> None:
+        self._close()
+        for path in self.paths():
+            _unlink(path)
+        self.segments = []
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def rename_files(directory: str, new_bases: Sequence[int], old_bases: Sequence[int],
                  on_step: StepHook = env_fault_hook) -> list[str]:
     """Steps 2-4 on disk. Returns the ``.deleted`` paths for the caller to remove later.

@@ -13,7 +13,7 @@ from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cl
 from services.broker.log import PartitionLog
 from services.broker.partition import Partition
 from services.cleaner.throttle import Throttler
-from services.cleaner.worker import ReceiveBuffer, job_from, read_segments, result_chunks, run_job
+from services.cleaner.worker import ReceiveBuffer, job_from, read_segments, result_chunks, result_sender, run_job
 from shared.compaction.cleaning import CleanResult, clean
 from shared.compaction.codec import encode_retained, read_batches
 from shared.config import LogConfig
@@ -86,7 +86,7 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 forged[i] = type(seg)(seg.base_offset, seg.replaces, encode_retained(h, recs, None)
                                       + seg.data[pos + h.size :])
                 before = files(part.log.directory)
-                answer = await stub.CompleteJob(result_chunks(resp.job_id, "evil", CleanResult(forged, result.map_end),
+                answer = await result_sender(ch)(result_chunks(resp.job_id, "evil", CleanResult(forged, result.map_end),
                                                               Throttler()))
                 assert answer.error_code != 0 and "differ" in answer.message
                 assert files(part.log.directory) == before

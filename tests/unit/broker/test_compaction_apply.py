@@ -10,12 +10,14 @@ import pytest
 from services.broker.log import PartitionLog
 from services.broker.log.compaction import (
     LogChangedError,
+    apply_files,
     apply_result,
     clean_in_process,
     log_state,
     make_job,
     read_cleaner_checkpoint,
 )
+from services.broker.log.segment_swap import CleanedFiles
 from shared.compaction.cleaning import clean
 from shared.compaction.codec import encode_retained, read_batches
 from shared.compaction.selection import assess
@@ -100,9 +102,23 @@ def test_the_next_cleaning_starts_at_the_checkpoint(tmp_path) -> None:
     assert c.first_dirty == first.map_end and c.cleanable
 
 
+def written(log: PartitionLog, offered, segments) -> CleanedFiles:
+    """A result as the broker receives it: streamed into ``.cleaned`` files, in pieces."""
+    files = CleanedFiles(log.directory, [s.base_offset for s in offered.segments], 2 * offered.total_bytes)
+    for seg in segments:
+        for pos in range(0, max(len(seg.data), 1), 100):
+            files.add(seg.base_offset, seg.replaces, seg.data[pos : pos + 100])
+    return files
+
+
+def listed(files: CleanedFiles) -> list:
+    return [(b, r, p, n) for (b, r, n), p in zip(files.segments, files.paths(), strict=True)]
+
+
 def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_then_is_replaced(tmp_path) -> None:
-    """The broker's ``ResultChecker`` runs ``verify_result`` in a spawned child that reads the segment files
-    itself: a forged value is refused there, a correct result passes, a killed child refuses its check."""
+    """The broker's ``ResultChecker`` runs ``verify_result`` in a spawned child that maps the job's segment
+    files and the result's ``.cleaned`` files itself: a forged value is refused there, a correct result
+    passes, a killed child refuses its check."""
     import asyncio
     import signal
 
@@ -116,24 +132,50 @@ def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_th
     tampered = list(result.segments)
     tampered[i] = dataclasses.replace(seg, data=encode_retained(h, recs, None) + seg.data[pos + h.size :])
     checker = ResultChecker()
+    before = files(log.directory)
 
-    async def run() -> None:
+    async def run() -> CleanedFiles:
+        bad = written(log, offered, tampered)
         with pytest.raises(CleanVerificationError, match="differ"):
-            await checker.check(offered, tampered, result.map_end)
-        await checker.check(offered, list(result.segments), result.map_end)
+            await checker.check_files(offered, listed(bad), result.map_end)
+        bad.discard()
+        assert files(log.directory) == before
+        good = written(log, offered, result.segments)
+        await checker.check_files(offered, listed(good), result.map_end)
         assert checker._pool is not None
         (child,) = checker._pool._processes  # the one child, killed while it waits for work
         os.kill(child, signal.SIGKILL)
         with pytest.raises(CleanVerificationError, match="check process died"):
-            await checker.check(offered, list(result.segments), result.map_end)
-        await checker.check(offered, list(result.segments), result.map_end)  # a new child
+            await checker.check_files(offered, listed(good), result.map_end)
+        await checker.check_files(offered, listed(good), result.map_end)  # a new child
+        return good
 
     try:
-        asyncio.run(run())
+        good = asyncio.run(run())
     finally:
         checker.close()
-    apply_result(log, offered, result.segments, result.map_end, verify=False)
+    good.sync(on_step=lambda step: None)
+    apply_files(log, offered, good, result.map_end)
     assert read_cleaner_checkpoint(log) == result.map_end
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".cleaned")]
+    new = b"".join(s.read_at(0, s.size) for s in log.segments[: len(result.segments)])
+    assert new == b"".join(s.data for s in result.segments)
+
+
+def test_result_files_take_only_the_job_segments_in_order_and_within_the_size_limit(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    offered, _ = offer(log)
+    bases = [s.base_offset for s in offered.segments]
+    before = files(log.directory)
+    for pieces in ([(bases[0] + 1, b"x")],  # not a segment of the job: no file of that name is made
+                   [(bases[1], b"x"), (bases[0], b"y")],  # backwards
+                   [(bases[0], b"x" * 60), (bases[0], b"y" * 50)]):  # over the limit
+        got = CleanedFiles(log.directory, bases, 100)
+        with pytest.raises(ValueError):
+            for base, data in pieces:
+                got.add(base, (base,), data)
+        got.discard()
+        assert files(log.directory) == before
 
 
 def test_the_check_maps_the_job_segments_and_a_shrunk_one_is_a_changed_log(tmp_path) -> None:
