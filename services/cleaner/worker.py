@@ -220,7 +220,7 @@ class WorkerLoop:
                 self.jobs_done += 1
             else:
                 self.jobs_failed += 1
-            log.info("job finished", extra={"log": resp.log, "job": resp.job_id, "ok": ok, "message": message})
+            log.info("job finished", extra={"log": resp.log, "job": resp.job_id, "ok": ok, "result": message})
             return True
         return False
 
