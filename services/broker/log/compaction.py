@@ -153,6 +153,7 @@ def apply_files(plog: PartitionLog, offered: OfferedJob, files: CleanedFiles, ma
     """Swap in a result the caller received as ``.cleaned`` files, checked and fsynced (or raise, changing
     nothing in the log: the files stay for the caller to discard)."""
     check_unchanged(plog, offered)
+    files.claim()
     _swap(plog, offered, [(base, replaces, None) for base, replaces, _ in files.segments], map_end, on_step)
 
 

@@ -28,6 +28,7 @@ Files only; no networking, no asyncio, no record decoding.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 from collections.abc import Callable, Sequence
 
@@ -94,18 +95,21 @@ def write_cleaned(directory: str, base: int, data: bytes | bytearray | memoryvie
 
 
 class CleanedFiles:
-    """Step 1 as a worker's result arrives: each cleaned segment streamed straight into its
-    ``<base>.log.cleaned`` file, so the result is never held whole in the broker's memory.
+    """Step 1 as a worker's result arrives: each cleaned segment streamed straight into its own
+    ``<base>.log.<tag>.cleaned`` file, so the result is never held whole in the broker's memory.
 
-    Only file names the job allows are written (``allowed``: the job's segment base offsets, each at
-    most once, in increasing order), and no more than ``max_bytes`` in all. Anything else is
-    ``ValueError`` and the caller ``discard``s what was written. ``sync`` fsyncs every file (step 1's
-    durability, with the ``cleaned:<i>`` fault steps); the caller then renames them (``rename_files``)."""
+    ``tag`` is drawn per result: a worker whose lease ran out while it streamed never writes into the
+    files of the worker that holds the log now. Only names the job allows are written (``allowed``: the
+    job's segment base offsets, each at most once, in increasing order), and no more than ``max_bytes``
+    in all. Anything else is ``ValueError`` and the caller ``discard``s what was written. ``sync``
+    fsyncs every file (step 1's durability, with the ``cleaned:<i>`` fault steps); ``claim`` renames
+    them to ``<base>.log.cleaned`` for ``rename_files``. Recovery deletes every ``.cleaned`` file."""
 
     def __init__(self, directory: str, allowed: Sequence[int], max_bytes: int) -> None:
         self.directory = directory
         self.allowed = frozenset(allowed)
         self.max_bytes = max_bytes
+        self.tag = secrets.token_hex(6)
         self.segments: list[tuple[int, tuple[int, ...], int]] = []  # (base, replaces, size)
         self.total = 0
         self._fd: int | None = None
@@ -115,8 +119,7 @@ class CleanedFiles:
             if base not in self.allowed or (self.segments and base < self.segments[-1][0]):
                 raise ValueError(f"cleaned segment {base} is not a segment of the job, in order")
             self._close()
-            self._fd = os.open(seg_path(self.directory, base, ".log", CLEANED), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                               0o644)
+            self._fd = os.open(self._path(base), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             self.segments.append((base, tuple(replaces), 0))
         if self.total + len(data) > self.max_bytes:
             raise ValueError(f"the result is larger than {self.max_bytes} bytes")
@@ -128,8 +131,18 @@ class CleanedFiles:
         self.segments[-1] = (b, r, n + len(data))
         self.total += len(data)
 
+    def _path(self, base: int) -> str:
+        return seg_path(self.directory, base, ".log", f".{self.tag}{CLEANED}" if self.tag else CLEANED)
+
     def paths(self) -> list[str]:
-        return [seg_path(self.directory, b, ".log", CLEANED) for b, _, _ in self.segments]
+        return [self._path(b) for b, _, _ in self.segments]
+
+    def claim(self) -> None:
+        """Rename the (checked, fsynced) files to the ``<base>.log.cleaned`` names ``rename_files`` takes."""
+        self._close()
+        for b, _, _ in self.segments:
+            os.rename(self._path(b), seg_path(self.directory, b, ".log", CLEANED))
+        self.tag = ""
 
     def sync(self, on_step: StepHook = env_fault_hook) -> None:
         """Fsync every file (blocking: run it off the event loop)."""

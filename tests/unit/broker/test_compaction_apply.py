@@ -189,3 +189,20 @@ def test_the_check_maps_the_job_segments_and_a_shrunk_one_is_a_changed_log(tmp_p
     os.truncate(spec.paths[0], spec.sizes[0] - 1)
     with pytest.raises(LogChangedError, match="shrank"):
         spec.read()
+
+
+def test_a_late_worker_never_writes_into_the_files_of_the_one_that_holds_the_log_now(tmp_path) -> None:
+    """Two results for one log received at once (the first worker's lease ran out while it streamed): each
+    goes to its own files; discarding the late one leaves the other whole, and only a claimed one is swapped."""
+    log = make_log(str(tmp_path / "t-0"))
+    offered, result = offer(log)
+    late = written(log, offered, result.segments)
+    current = written(log, offered, result.segments)
+    assert set(late.paths()).isdisjoint(current.paths())
+    late.discard()
+    assert all(os.path.exists(p) for p in current.paths())
+    current.sync(on_step=lambda step: None)
+    apply_files(log, offered, current, result.map_end)
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".cleaned")]
+    assert b"".join(s.read_at(0, s.size) for s in log.segments[: len(result.segments)]) == b"".join(
+        s.data for s in result.segments)
