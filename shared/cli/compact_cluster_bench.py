@@ -3,7 +3,7 @@
 Starts a local cluster (etcd, one controller, one broker, no cleaner), and for each worker
 count N: creates a compacted topic of ``partitions`` partitions, produces ``log_mb`` of
 keyed records (16-byte keys drawn from ``distinct_keys``, ``value_size``-byte values) with
-the Python producer, then starts N cleaner workers and times them until the broker has
+the Python producer, syncs it to disk, then starts N cleaner workers and times them until the broker has
 accepted one cleaning per partition (every job: lease, segments streamed to the worker,
 cleaning, result streamed back, the broker's check, the swap). MB/s is the broker's count of
 bytes cleaned over that time; the CPU seconds the broker (with its check process) and the workers
@@ -143,6 +143,7 @@ def run_cluster_compact_bench(log_mb: int = 64, partitions: int = 4, distinct_ke
                 topic = f"compact-bench-{n}-workers"
                 admin.create_topic(topic, partitions=partitions, replication_factor=1, configs=configs)
                 _produce(broker, topic, records, distinct_keys, value_size, seed=n)
+                os.sync()  # the produced log reaches the disk before the clock starts, not during the round
                 seconds[n], cleaned[n], broker_cpu[n], workers_cpu[n] = _round(lc, broker, n, next_id, topic,
                                                                                partitions, timeout_s)
                 next_id += n
