@@ -37,6 +37,7 @@ from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
 from shared.compaction.selection import assess, choose_filthiest
 from shared.compaction.verify import CleanVerificationError
 from shared.errors import ErrorCode
+from shared.grpc_codecs import Handlers, RewrittenHandlers
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto.cleaner_wire import encode_segment_chunk
@@ -113,8 +114,7 @@ class CleanerJobs:
             t1 = time.monotonic()
             synced = asyncio.create_task(asyncio.to_thread(files.sync))
             try:
-                await self.checker.check_files(offered, [(b, r, p, n) for (b, r, n), p in
-                                                         zip(files.segments, files.paths(), strict=True)], map_end)
+                await self.checker.check_files(offered, files.entries(), map_end)
             except CheckProcessDied:
                 check_unchanged(payload.partition.log, offered)  # a segment truncated under the check kills it
                 raise
@@ -251,22 +251,11 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
         return self.jobs.status(self.broker_id)
 
 
-class _SegmentsAsBytes:
-    """Stands in for the server while the generated code registers the LogCleaner methods: ReadSegments
-    answers with ``encode_segment_chunk``'s bytes, which pass through its serializer."""
-
-    def __init__(self, server: grpc.aio.Server) -> None:
-        self.server = server
-
-    def add_generic_rpc_handlers(self, handlers: object) -> None:
-        """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        handlers = {**handlers, "ReadSegments": handlers["ReadSegments"]._replace(  # type: ignore[attr-defined]
-            response_serializer=pass_bytes)}
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
-        self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
+def _segments_as_bytes(handlers: Handlers) -> Handlers:
+    """ReadSegments answers with ``encode_segment_chunk``'s bytes, which pass through its serializer."""
+    handlers["ReadSegments"] = handlers["ReadSegments"]._replace(response_serializer=pass_bytes)  # type: ignore[attr-defined]
+    return handlers
 
 
 def add_cleaner_servicer(servicer: CleanerServicer, server: grpc.aio.Server) -> None:
-    cgrpc.add_LogCleanerServicer_to_server(servicer, _SegmentsAsBytes(server))  # type: ignore[arg-type]
+    cgrpc.add_LogCleanerServicer_to_server(servicer, RewrittenHandlers(server, _segments_as_bytes))

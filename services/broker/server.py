@@ -33,6 +33,7 @@ from services.broker.pipeline import (
 from services.broker.replica_manager import FetchParams, FetchSpec, ProduceResult, ReplicaManager, ReplicationWait
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode, TidelogError
+from shared.grpc_codecs import Handlers, RewrittenHandlers
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
@@ -345,19 +346,11 @@ async def _well_formed(request: ProduceRequestView | WireError, context: Any) ->
 _OWN_PIPELINE = ("Produce", "ProduceStream", "Fetch", "FetchStream")  # enter the pipeline in their bodies
 
 
-class _Codecs:
-    """Stands in for the server while the generated code registers the broker's methods, and swaps in
-    the hand-written codecs: produce requests read in place, fetch responses passed through as bytes."""
+def _broker_codecs(pipeline: RequestPipeline) -> Callable[[Handlers], Handlers]:
+    """The broker's hand-written codecs: produce requests read in place, fetch responses passed through
+    as bytes; and the methods that do not enter the request pipeline in their bodies wrapped into it."""
 
-    def __init__(self, server: grpc.aio.Server, pipeline: RequestPipeline) -> None:
-        self.server = server
-        self.pipeline = pipeline
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        """Ignored: the generated code registers the same methods below, which are re-registered both ways."""
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        handlers = dict(handlers)
+    def rewrite(handlers: Handlers) -> Handlers:
         for name in ("Produce", "ProduceStream"):
             handlers[name] = handlers[name]._replace(request_deserializer=_read_produce_request)  # type: ignore[attr-defined]
         for name in ("Fetch", "FetchStream"):
@@ -365,14 +358,15 @@ class _Codecs:
         for name, h in list(handlers.items()):  # the other methods enter the pipeline here
             if name not in _OWN_PIPELINE and h.unary_unary is not None:  # type: ignore[attr-defined]
                 handlers[name] = h._replace(  # type: ignore[attr-defined]
-                    unary_unary=through_pipeline(self.pipeline, name, h.unary_unary))  # type: ignore[attr-defined]
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
-        self.server.add_registered_method_handlers(service, handlers)  # type: ignore[attr-defined]
+                    unary_unary=through_pipeline(pipeline, name, h.unary_unary))  # type: ignore[attr-defined]
+        return handlers
+
+    return rewrite
 
 
 def add_broker_servicer(servicer: BrokerServicer, server: grpc.aio.Server) -> None:
     """Register the broker's gRPC methods, with the hand-written codecs for produce and fetch."""
-    pb_grpc.add_BrokerServicer_to_server(servicer, _Codecs(server, servicer.pipeline))  # type: ignore[arg-type]
+    pb_grpc.add_BrokerServicer_to_server(servicer, RewrittenHandlers(server, _broker_codecs(servicer.pipeline)))
 
 
 async def _pipelined(requests: AsyncIterator[Any], handle: Any) -> AsyncIterator[Any]:

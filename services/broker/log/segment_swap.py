@@ -137,6 +137,10 @@ class CleanedFiles:
     def paths(self) -> list[str]:
         return [self._path(b) for b, _, _ in self.segments]
 
+    def entries(self) -> list[tuple[int, tuple[int, ...], str, int]]:
+        """``(base offset, replaced bases, path, size)`` of each file, for the check."""
+        return [(b, r, self._path(b), n) for b, r, n in self.segments]
+
     def claim(self) -> None:
         """Rename the (checked, fsynced) files to the ``<base>.log.cleaned`` names ``rename_files`` takes."""
         self._close()

@@ -111,10 +111,6 @@ def written(log: PartitionLog, offered, segments) -> CleanedFiles:
     return files
 
 
-def listed(files: CleanedFiles) -> list:
-    return [(b, r, p, n) for (b, r, n), p in zip(files.segments, files.paths(), strict=True)]
-
-
 def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_then_is_replaced(tmp_path) -> None:
     """The broker's ``ResultChecker`` runs ``verify_result`` in a spawned child that maps the job's segment
     files and the result's ``.cleaned`` files itself: a forged value is refused there, a correct result
@@ -137,17 +133,17 @@ def test_the_check_process_refuses_a_tampered_result_and_a_dead_child_refuses_th
     async def run() -> CleanedFiles:
         bad = written(log, offered, tampered)
         with pytest.raises(CleanVerificationError, match="differ"):
-            await checker.check_files(offered, listed(bad), result.map_end)
+            await checker.check_files(offered, bad.entries(), result.map_end)
         bad.discard()
         assert files(log.directory) == before
         good = written(log, offered, result.segments)
-        await checker.check_files(offered, listed(good), result.map_end)
+        await checker.check_files(offered, good.entries(), result.map_end)
         assert checker._pool is not None
         (child,) = checker._pool._processes  # the one child, killed while it waits for work
         os.kill(child, signal.SIGKILL)
         with pytest.raises(CleanVerificationError, match="check process died"):
-            await checker.check_files(offered, listed(good), result.map_end)
-        await checker.check_files(offered, listed(good), result.map_end)  # a new child
+            await checker.check_files(offered, good.entries(), result.map_end)
+        await checker.check_files(offered, good.entries(), result.map_end)  # a new child
         return good
 
     try:
