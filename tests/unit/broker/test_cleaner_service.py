@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import grpc
+import pytest
 
+from services.broker.cleaner_jobs import LeaseError
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.log import PartitionLog
 from services.broker.partition import Partition
@@ -108,3 +111,48 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
     for _, _, recs in read_batches(b"".join(s.read_at(0, s.size) for s in part.log.segments)):
         latest.update({r.key: r.value for r in recs})
     assert latest == {b"k%d" % k: b"value-%d" % (36 + k) for k in range(4)}
+
+
+def test_a_worker_paused_past_its_lease_is_refused_while_the_next_holder_swaps_its_own_result(tmp_path) -> None:
+    """A worker stalls (SIGSTOP, GC) while streaming its result, its lease runs out and a second worker takes
+    the log: both results arrive interleaved. The second is checked and swapped from its own files; the
+    first is refused when it ends and its files go; no ``.cleaned`` file is left and the log holds exactly
+    the second result."""
+    now = [T0]
+    part = open_partition(str(tmp_path / "t-0"))
+    jobs = CleanerJobs(Replicas({TopicPartition("t", 0): part}), lambda: now[0], lease_ms=1_000)  # type: ignore[arg-type]
+    late = jobs.acquire("late")
+    assert late is not None
+    job = late.payload.offered
+    result = clean(job.read())
+    pieces = [(s.base_offset, s.replaces, s.data[i : i + 50]) for s in result.segments
+              for i in range(0, max(len(s.data), 1), 50)]
+    resumed = asyncio.Event()
+
+    async def stalled() -> AsyncIterator[tuple[int, tuple[int, ...], bytes]]:
+        yield pieces[0]
+        await resumed.wait()  # paused past its lease
+        for p in pieces[1:]:
+            yield p
+
+    async def stream() -> AsyncIterator[tuple[int, tuple[int, ...], bytes]]:
+        for p in pieces:
+            yield p
+
+    async def main() -> None:
+        first = asyncio.create_task(jobs.complete(late.job_id, "late", stalled(), result.map_end))
+        await asyncio.sleep(0.01)
+        now[0] += 1_001
+        jobs.housekeeping()  # the lease runs out
+        current = jobs.acquire("current")
+        assert current is not None and current.log == late.log
+        await jobs.complete(current.job_id, "current", stream(), result.map_end)
+        resumed.set()
+        with pytest.raises(LeaseError):
+            await first
+
+    asyncio.run(main())
+    assert jobs.jobs_done == 1
+    assert not [n for n in os.listdir(part.log.directory) if n.endswith(".cleaned")]
+    assert b"".join(s.read_at(0, s.size) for s in part.log.segments[: len(result.segments)]) == b"".join(
+        s.data for s in result.segments)
