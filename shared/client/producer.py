@@ -88,6 +88,14 @@ class ProducerBatch:
         return b.build_pieces()
 
 
+def _pop_expired(dq: deque[ProducerBatch], now: float, timeout_s: float, out: list[ProducerBatch]) -> None:
+    """Move the batches at the head of ``dq`` created more than ``timeout_s`` ago to ``out``, sealed."""
+    while dq and now - dq[0].created > timeout_s:
+        b = dq.popleft()
+        b.sealed = True
+        out.append(b)
+
+
 class RecordAccumulator:
     """Per-partition queues of batches. ``Producer.send`` appends to a partition's open batch
     holding ``lock`` for a few operations; the sender is woken through ``wakeup`` only when a
@@ -131,12 +139,18 @@ class RecordAccumulator:
                     raise KafkaTimeoutError(f"buffer_memory ({self.buffer_memory} bytes) still full after {timeout_s}s")
                 self.space.wait(remaining)
 
-    def drain_ready(self, now: float, muted: set[TopicPartition]) -> tuple[list[ProducerBatch], float]:
-        """Pop every sendable batch (full, lingered, flushing or closing); also the next wake-up delay."""
+    def drain_ready(self, now: float, muted: set[TopicPartition],
+                    expire_s: float) -> tuple[list[ProducerBatch], list[ProducerBatch], float]:
+        """Pop every sendable batch (full, lingered, flushing or closing) and, muted or not, every unsent
+        batch created more than ``expire_s`` ago (Kafka's expiredBatches: delivery.timeout.ms bounds the
+        time to success or failure, so a batch that waited out its deadline is never sent); also the next
+        wake-up delay."""
         out: list[ProducerBatch] = []
+        expired: list[ProducerBatch] = []
         next_check = self.linger_s if self.linger_s > 0 else 0.05
         with self.lock:
             for tp, dq in self.batches.items():
+                _pop_expired(dq, now, expire_s, expired)
                 if not dq or tp in muted:
                     continue
                 b = dq[0]
@@ -146,17 +160,14 @@ class RecordAccumulator:
                     out.append(dq.popleft())
                 else:
                     next_check = min(next_check, self.linger_s - waited)
-        return out, max(next_check, 0.0005)
+        return out, expired, max(next_check, 0.0005)
 
     def expire(self, now: float, timeout_s: float) -> list[ProducerBatch]:
         """Pop the unsent batches created more than ``timeout_s`` ago (sealed: nothing more joins them)."""
         out: list[ProducerBatch] = []
         with self.lock:
             for dq in self.batches.values():
-                while dq and now - dq[0].created > timeout_s:
-                    b = dq.popleft()
-                    b.sealed = True
-                    out.append(b)
+                _pop_expired(dq, now, timeout_s, out)
         return out
 
     def reenqueue(self, batch: ProducerBatch) -> None:
@@ -515,7 +526,9 @@ class Producer:
                 muted |= self._throttled_partitions(now)
             if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
                 muted |= self.state.muted(self.max_in_flight)
-            batches, wait = acc.drain_ready(now, muted)
+            batches, expired, wait = acc.drain_ready(now, muted, self.delivery_timeout_s)
+            if expired:
+                self._fail_expired(expired)
             if batches:
                 self._send_batches(batches)
                 continue
@@ -527,7 +540,10 @@ class Producer:
     def _expire_waiting(self) -> None:
         """Fail the batches that waited unsent past ``delivery_timeout_ms`` (Kafka's expired batches):
         while no broker can hand out a producer id, nothing else would ever complete them."""
-        for batch in self.accumulator.expire(time.monotonic(), self.delivery_timeout_s):
+        self._fail_expired(self.accumulator.expire(time.monotonic(), self.delivery_timeout_s))
+
+    def _fail_expired(self, batches: list[ProducerBatch]) -> None:
+        for batch in batches:
             if self.idempotent:
                 self.state.completed(batch, unwritten=not batch.maybe_written)
             batch.result.complete(-1, -1, KafkaTimeoutError(
