@@ -58,6 +58,7 @@ class ProducerBatch:
     encoded: tuple[bytes, bytes] | None = None  # the batch as (header, records section), set when sent
     sealed: bool = False  # drained once: it takes no more records, even when back in the queue for a retry
     maybe_written: bool = False  # an attempt reached the broker and got no definite refusal
+    last_error: TidelogError | None = None  # why the last attempt failed, named if the batch then expires
 
     def __post_init__(self) -> None:
         self.result = ProduceRequestResult(self.tp)
@@ -546,8 +547,9 @@ class Producer:
         for batch in batches:
             if self.idempotent:
                 self.state.completed(batch, unwritten=not batch.maybe_written)
+            cause = f" ({batch.last_error})" if batch.last_error is not None else " waiting to be sent"
             batch.result.complete(-1, -1, KafkaTimeoutError(
-                f"{batch.tp}: batch expired after {self.delivery_timeout_s}s waiting to be sent"))
+                f"{batch.tp}: batch expired after {self.delivery_timeout_s}s{cause}"))
             self.accumulator.done(batch)
 
     def _throttled(self, broker_id: int, throttle_ms: int) -> None:
@@ -625,6 +627,7 @@ class Producer:
         duplicate of a written one, which the broker would acknowledge without writing it."""
         self._release(batch)
         batch.attempts += 1
+        batch.last_error = error
         if refused and refusal_proves_unwritten(error.code, error.retriable):
             if error.retriable and self.state.first_refusal(batch.tp, error.code):
                 log.warning("%s: the broker refused a batch: %s; retrying for up to delivery_timeout_ms (%d ms)",
