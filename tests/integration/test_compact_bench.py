@@ -16,4 +16,6 @@ def test_bench_compact_on_a_cluster_reports_end_to_end_rates() -> None:
     r = json.loads(res.output)
     assert set(r["mb_per_s"]) == {"1", "2"} and all(v > 0 for v in r["mb_per_s"].values())
     assert all(b > 0 for b in r["cleaned_bytes"].values())
-    assert all(r[k]["1"] > 0 for k in ("broker_cpu_s", "workers_cpu_s"))
+    # CPU is read from /proc/<pid>/stat in clock ticks (10 ms): a round of 1 MB per log can spend less
+    # than one tick in a process, so only the figures' presence and sign are checked here.
+    assert all(set(r[k]) == {"1", "2"} and min(r[k].values()) >= 0 for k in ("broker_cpu_s", "workers_cpu_s"))
