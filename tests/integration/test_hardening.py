@@ -160,9 +160,15 @@ def test_list_offsets_max_timestamp_and_other_negative_timestamps_refused(cluste
     address = next(p.address for p in cluster.procs("broker") if p.id == str(leader))
     stub = pb_grpc.BrokerStub(grpc.insecure_channel(address))
     records = encode_batch([(ts, b"k", b"v", None) for ts in (1_000, 9_000, 5_000)])
-    resp = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, topics=[pb.ProduceTopicData(
-        name=topic, partitions=[pb.ProducePartitionData(partition=0, records=records)])]), timeout=10)
-    assert resp.topics[0].partitions[0].error_code == 0
+
+    def produce() -> int:
+        return stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, topics=[pb.ProduceTopicData(
+            name=topic, partitions=[pb.ProducePartitionData(partition=0, records=records)])]),
+            timeout=10).topics[0].partitions[0].error_code
+
+    # The new topic's leader appends nothing until it has learnt of the topic and leads it.
+    not_yet = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert wait_for(lambda: [c] if (c := produce()) not in not_yet else None, 30, what="the leader appending") == [0]
 
     def list_offset(ts: int) -> pb.ListOffsetsPartitionResponse:
         return stub.ListOffsets(pb.ListOffsetsRequest(replica_id=-1, topics=[pb.ListOffsetsTopic(

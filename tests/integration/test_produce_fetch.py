@@ -34,9 +34,16 @@ def brokers_by_id(cluster) -> dict[int, str]:
 
 
 def leader_stub(cluster, admin, topic: str, partition: int = 0):
+    """The leader's stub once it serves ``partition`` of a topic just created: until the broker learns of the
+    topic it answers UNKNOWN_TOPIC_OR_PARTITION, and NOT_LEADER_OR_FOLLOWER until it leads it (as Kafka's
+    brokers do, a moment after the controller answers). A fetch at offset 0 probes that without writing."""
     desc = admin.describe_topic(topic)
     leader = desc["partitions"][partition]["leader"]
-    return pb_grpc.BrokerStub(grpc.insecure_channel(brokers_by_id(cluster)[leader])), leader
+    stub = pb_grpc.BrokerStub(grpc.insecure_channel(brokers_by_id(cluster)[leader]))
+    not_yet = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    wait_for(lambda: fetch_raw(stub, topic, partition, 0).error_code not in not_yet, 30,
+             what=f"broker {leader} leading {topic}-{partition}")
+    return stub, leader
 
 
 def produce_raw(stub, topic: str, partition: int, records: bytes, acks: int = -1) -> pb.ProducePartitionResponse:
