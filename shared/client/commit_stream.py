@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from shared.client.group_coordinator import REDISCOVER, GroupCoordinatorClient
+from shared.client.grpc_calls import forget_traceback
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import coordinator_pb2 as cpb
 
@@ -55,6 +56,7 @@ class _Stream:
         self.call = call
         self.requests = requests
         self.pending: deque[Done] = deque()
+        self.reader: threading.Thread | None = None
 
 
 class CommitStream:
@@ -89,12 +91,17 @@ class CommitStream:
         if stream is not None:
             stream.requests.put(_END)
             stream.call.cancel()
+            # The reader frees the call as it ends: let it, before the interpreter may exit (see
+            # shared.client.grpc_calls). Not from a commit callback, which runs on the reader.
+            if stream.reader is not None and stream.reader is not threading.current_thread():
+                stream.reader.join(timeout=2)
 
     def _open(self) -> _Stream:
         requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         call = self.coordinator.stub().OffsetCommitStream(_batches(requests))
         stream = _Stream(call, requests)
-        threading.Thread(target=self._read, args=(stream,), name=_READER, daemon=True).start()
+        stream.reader = threading.Thread(target=self._read, args=(stream,), name=_READER, daemon=True)
+        stream.reader.start()
         return stream
 
     def _read(self, stream: _Stream) -> None:
@@ -119,6 +126,7 @@ class CommitStream:
                 if error is not None:
                     break
         except grpc.RpcError as exc:
+            forget_traceback(exc)
             if exc.code() != grpc.StatusCode.CANCELLED:  # cancelled: closed by this client
                 error = TidelogError(f"OffsetCommit stream failed: {exc.code()}",
                                      code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

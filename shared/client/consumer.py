@@ -27,6 +27,7 @@ from shared.client.client_metrics import ConsumerStats
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.client.group_member import ConsumerRebalanceListener, GroupMember
+from shared.client.grpc_calls import forget_traceback
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -170,10 +171,11 @@ class _LeaderFetch:
     """The consumer's pipelined stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream)."""
 
-    __slots__ = ("stream", "synced", "idle", "throttled_until")
+    __slots__ = ("stream", "synced", "idle", "throttled_until", "reader")
 
     def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
         self.stream = stream
+        self.reader: threading.Thread | None = None
         self.synced: dict[TopicPartition, int] = {}
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
         self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
@@ -604,8 +606,9 @@ class Consumer:
                     self._fetcher_wakeup.notify()
                     continue
                 lf = self._streams[leader] = _LeaderFetch(PipelinedFetchStream(stub, leader))
-                threading.Thread(target=self._read_stream, args=(lf,), name=f"tidelog-consumer-stream-{leader}",
-                                 daemon=True).start()
+                lf.reader = threading.Thread(target=self._read_stream, args=(lf,),
+                                             name=f"tidelog-consumer-stream-{leader}", daemon=True)
+                lf.reader.start()
             if any(lf.synced.get(tp) != st.generation for tp, st in parts):
                 if lf.stream.in_flight:
                     continue  # let the stream drain, then position it exactly
@@ -636,6 +639,7 @@ class Consumer:
                 resp, sent = lf.stream.receive()
                 self._handle_fetch(lf, resp, sent)
         except (grpc.RpcError, StopIteration) as exc:
+            forget_traceback(exc)
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
             with self._lock:
                 if self._streams.get(lf.stream.broker) is lf:
@@ -717,12 +721,15 @@ class Consumer:
             self._group.close()
         self._closed = True
         with self._lock:
+            readers = [lf.reader for lf in self._streams.values() if lf.reader is not None]
             for lf in self._streams.values():
                 lf.stream.close()
             self._lock.notify_all()
             self._fetcher_wakeup.notify()
         if self._fetcher is not None:
             self._fetcher.join(timeout=5)
+        for reader in readers:  # each frees its call as it ends (see shared.client.grpc_calls)
+            reader.join(timeout=2)
         self.cluster.close()
 
     def __enter__(self) -> Consumer:

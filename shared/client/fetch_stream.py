@@ -16,7 +16,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchResponseView
@@ -53,7 +53,7 @@ class PipelinedFetchStream(Generic[M]):
     def __init__(self, stub: BrokerClientStub, broker: int) -> None:
         self.broker = broker
         self._requests: queue.SimpleQueue[pb.FetchRequest | None] = queue.SimpleQueue()
-        self._call = stub.FetchStreamRaw(iter(self._requests.get, None))
+        self._call: Any = stub.FetchStreamRaw(iter(self._requests.get, None))
         self._pending: deque[M] = deque()
         self.last_activity = time.monotonic()
         self.closed = False
@@ -70,12 +70,18 @@ class PipelinedFetchStream(Generic[M]):
 
     def receive(self) -> tuple[FetchResponseView, M]:
         """The next response (blocking); raises ``grpc.RpcError`` or ``StopIteration`` when the stream ends."""
-        resp = next(self._call)
+        call = self._call
+        if call is None:
+            raise StopIteration
+        resp = next(call)
         self.last_activity = time.monotonic()
         return resp, self._pending.popleft()
 
     def close(self) -> None:
+        """End the call and drop this stream's reference to it (see ``shared.client.grpc_calls``): it is
+        freed here, or by the reader when its ``receive`` fails."""
         if not self.closed:
             self.closed = True
             self._requests.put(None)
-            self._call.cancel()
+            call, self._call = self._call, None
+            call.cancel()

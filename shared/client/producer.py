@@ -24,6 +24,7 @@ import grpc
 from shared.client.client_metrics import ProducerStats
 from shared.client.cluster import ClusterClient
 from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, ProduceRequestResult
+from shared.client.grpc_calls import forget_traceback
 from shared.client.idempotence import IdempotenceState, refusal_proves_unwritten
 from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhash2
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
@@ -272,6 +273,7 @@ class ProduceConnection:
                 self.slots.release()
                 self.producer._on_response(entry, resp)
         except grpc.RpcError as exc:
+            forget_traceback(exc)
             if exc.code() != grpc.StatusCode.CANCELLED or not self.producer._closing:
                 log.debug("produce stream to broker %s failed: %s", self.broker_id, exc.code())
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
@@ -471,6 +473,8 @@ class Producer:
             for conn in list(self._connections.values()):
                 conn.reader.join(timeout=2)
                 conn.cancel()
+            # Free the calls now, not at interpreter exit (see shared.client.grpc_calls).
+            self._connections.clear()
             self.cluster.close()
 
     def metrics(self) -> dict[str, float]:

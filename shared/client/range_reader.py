@@ -15,6 +15,7 @@ import grpc
 
 from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
+from shared.client.grpc_calls import forget_traceback
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -59,6 +60,7 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                     stream.send(_request(tp, offset, max_bytes, True), None)
                 p = stream.receive()[0].topics[0].partitions[0]
             except (grpc.RpcError, TidelogError, StopIteration) as exc:
+                forget_traceback(exc)
                 if stream is not None:
                     stream.close()
                     stream = None
