@@ -13,9 +13,13 @@ import grpc
 from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.broker.api import BrokerApi
 from services.broker.cleaner_check import ResultChecker
 from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
+from services.broker.kafka.cluster_links import ClusterLinks
+from services.broker.kafka.listener import KafkaListener
+from services.broker.kafka.registry import kafka_apis
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.metrics import broker_metrics, register_partitions
 from services.broker.pipeline import RequestPipeline
@@ -51,6 +55,21 @@ class BrokerSettings(ServiceSettings):
                                     "started when first needed")
     quota_report_interval_ms: int = Field(100, ge=10, le=10_000,
                                           description="quota.report.interval.ms: how often usage goes to the quota service")
+    kafka_port: int = Field(0, ge=-1, le=65535,
+                            description="Kafka-protocol listener port (0: any free port, -1: no Kafka listener)")
+    listeners: str | None = Field(None, description="listeners: the Kafka listener to bind, as Kafka's "
+                                                    "PLAINTEXT://host:port (overrides --host and --kafka-port)")
+    advertised_listeners: str | None = Field(None, description="advertised.listeners: what Kafka clients are told, "
+                                                               "PLAINTEXT://host:port (default: the bound listener)")
+    auto_create_topics_enable: bool = Field(True, description="auto.create.topics.enable: Kafka clients' Metadata "
+                                                              "requests create missing topics when they allow it")
+    num_partitions: int = Field(1, ge=1, le=100_000, description="num.partitions of auto-created topics")
+    default_replication_factor: int = Field(1, ge=1, le=100, description="default.replication.factor of "
+                                                                         "auto-created topics")
+    socket_request_max_bytes: int = Field(100 * 1024 * 1024, ge=1024, le=2**31 - 1,
+                                          description="socket.request.max.bytes: larger Kafka requests are refused")
+    connections_max_idle_ms: int = Field(600_000, ge=100, le=2**31 - 1,
+                                         description="connections.max.idle.ms: idle Kafka connections are closed")
     quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
                                                                        "older than two windows are dropped (fail open)")
 
@@ -81,13 +100,22 @@ class Broker(Service[BrokerSettings]):
         self.coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator
         self._metrics: Any = None
         self._cleaner_metrics: CleanerCollector | None = None
+        self.api: BrokerApi | None = None  # set with the servicers
+        self.kafka_listener: KafkaListener | None = None
+        self.kafka_address = ""  # host:port told to Kafka clients ("" without a Kafka listener)
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         pipeline = RequestPipeline(self.quota_accounting)
         if self.settings.metrics_port >= 0:
             self._setup_metrics(pipeline)
-        add_broker_servicer(BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
-                                           lambda: self.coordinator_owners, pipeline=pipeline), server)
+        servicer = BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
+                                  lambda: self.coordinator_owners, pipeline=pipeline)
+        add_broker_servicer(servicer, server)
+        self.api = servicer.api
+        s = self.settings
+        self.api.configs = {"auto.create.topics.enable": s.auto_create_topics_enable,
+                            "num.partitions": s.num_partitions,
+                            "default.replication.factor": s.default_replication_factor}
         add_cleaner_servicer(CleanerServicer(self.cleaner_jobs, self.settings.id), server)
 
     def _setup_metrics(self, pipeline: RequestPipeline) -> None:
@@ -122,12 +150,35 @@ class Broker(Service[BrokerSettings]):
         if self._metrics is not None:
             self._metrics.known_topics({tp.topic for tp in self.replicas.partitions})
 
+    async def _start_kafka_listener(self) -> None:
+        s = self.settings
+        if s.kafka_port < 0 and not s.listeners:
+            return
+        host, port = s.host, s.kafka_port
+        if s.listeners:
+            host, port = parse_listener(s.listeners, "listeners")
+        assert self.api is not None  # add_servicers ran
+        self.api.links = ClusterLinks(self.replicas, self.store, self.api.configs)
+        self.kafka_listener = KafkaListener(kafka_apis(self.api), max_request_bytes=s.socket_request_max_bytes,
+                                            max_idle_ms=s.connections_max_idle_ms)
+        try:
+            bound = await self.kafka_listener.start(host, port)
+        except OSError as exc:
+            raise SystemExit(f"broker: cannot listen for Kafka clients on {host}:{port} ({exc.strerror})") from None
+        if s.advertised_listeners:
+            adv_host, adv_port = parse_listener(s.advertised_listeners, "advertised_listeners")
+        else:
+            adv_host, adv_port = (s.advertised if host in ("0.0.0.0", "", "::") else host), bound
+        self.kafka_address = f"{adv_host}:{adv_port}"
+        log.info("Kafka listener up", extra={"listener": f"PLAINTEXT://{host}:{bound}", "advertised": self.kafka_address})
+
     async def start(self) -> None:
         s = self.settings
+        await self._start_kafka_listener()
         await self.store.register(
             self.store.keys.broker(s.id),
             {"id": s.id, "address": self.address, "rack": s.rack, "incarnation": self.incarnation,
-             "metrics": self.metrics_address},
+             "metrics": self.metrics_address, "kafka": self.kafka_address},
             s.session_timeout_s,
             on_lost=self._on_lease_lost,
         )
@@ -198,11 +249,26 @@ class Broker(Service[BrokerSettings]):
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        if self.kafka_listener is not None:
+            await self.kafka_listener.stop()
+        if self.api is not None and self.api.links is not None:
+            await self.api.links.close()
         self.cleaner_jobs.checker.close()
         await self.replicas.close()
 
     def ready_info(self) -> dict[str, Any]:
-        return {**super().ready_info(), "rack": self.settings.rack}
+        return {**super().ready_info(), "rack": self.settings.rack, "kafka": self.kafka_address}
+
+
+def parse_listener(value: str, name: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (Kafka's listener syntax; one listener, PLAINTEXT until security exists)."""
+    proto, sep, rest = value.strip().partition("://")
+    if not sep or proto.upper() != "PLAINTEXT" or "," in rest:
+        raise SystemExit(f"broker: --{name.replace('_', '-')} {value!r}: expected one PLAINTEXT://host:port")
+    host, _, port = rest.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise SystemExit(f"broker: --{name.replace('_', '-')} {value!r}: bad port")
+    return host.strip("[]"), int(port)
 
 
 def main() -> None:

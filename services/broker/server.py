@@ -12,25 +12,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
 
+from services.broker.api import BrokerApi
+from services.broker.api import fetch as fetch_api
+from services.broker.api import produce as produce_api
 from services.broker.follower_sessions import StreamFetchSession, is_session_fetch
 from services.broker.pipeline import (
-    FETCH,
-    FETCH_TYPES,
-    PRODUCE,
-    PRODUCE_TYPES,
     NotAuthorized,
     ProduceSequencer,
     RequestContext,
     RequestPipeline,
     through_pipeline,
 )
-from services.broker.replica_manager import FetchParams, FetchSpec, ProduceResult, ReplicaManager, ReplicationWait
+from services.broker.replica_manager import FetchSpec, ProduceResult, ReplicaManager
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode, TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers
@@ -45,10 +43,8 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT_PER_STREAM = 16
-# A produce appended, waiting for replication: request, results so far, waits, throttle_time_ms,
-# (seconds held before the append, seconds appending) for the request metrics.
-PendingProduce = tuple[ProduceRequestView, dict[TopicPartition, ProduceResult], list[ReplicationWait], int,
-                       tuple[float, float]]
+# A produce appended, waiting for replication: the request and the request layer's pending produce.
+PendingProduce = tuple[ProduceRequestView, produce_api.PendingProduce]
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -61,6 +57,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         self.allocate_producer_id = allocate_producer_id
         self.coordinator_owners = coordinator_owners or dict
         self.pipeline = pipeline or RequestPipeline()
+        self.api = BrokerApi(rm, self.pipeline, broker_id, allocate_producer_id, self.coordinator_owners)
 
     # -- metadata --------------------------------------------------------------------------------
 
@@ -100,32 +97,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             for t in request.topics
             for p in t.partitions
         ]
-        started = time.perf_counter()
-        results, waits = self.rm.append(request.acks, data)
-        handler_s = time.perf_counter() - started
-        nbytes = sum(len(records) for _, records in data)
-        metrics = self.pipeline.metrics
-        if metrics is not None:
-            metrics.produced(data, results)
-        throttle_ms = self.pipeline.account(ctx, PRODUCE, nbytes, handler_s, PRODUCE_TYPES)
-        return request, results, waits, throttle_ms, (started - ctx.arrival, handler_s)
+        return request, produce_api.append(self.api, ctx, produce_api.ProduceCall(request.acks, request.timeout_ms, data))
 
     async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
-        request, results, waits, throttle_ms, (held_s, local_s) = pending
-        started = time.perf_counter()
-        results = await self.rm.complete_produce(request.timeout_ms, results, waits)
-        return self._response(request, results, throttle_ms, held_s, local_s, time.perf_counter() - started)
+        request, p = pending
+        return self._response(request, await produce_api.complete(self.api, p), p.throttle_ms)
 
     def _ready(self, pending: PendingProduce) -> pb.ProduceResponse | None:
         """The response at once when nothing waits for replication (acks 0/1): no task, no loop turn."""
-        request, results, waits, throttle_ms, (held_s, local_s) = pending
-        return None if waits else self._response(request, results, throttle_ms, held_s, local_s, 0.0)
+        request, p = pending
+        results = produce_api.ready(self.api, p)
+        return None if results is None else self._response(request, results, p.throttle_ms)
 
     def _response(self, request: ProduceRequestView, results: dict[TopicPartition, ProduceResult],
-                  throttle_ms: int, held_s: float, local_s: float, remote_s: float) -> pb.ProduceResponse:
-        metrics = self.pipeline.metrics
-        if metrics is not None:
-            metrics.request_done("Produce", max(held_s, 0.0), local_s, remote_s)
+                  throttle_ms: int) -> pb.ProduceResponse:
         resp = pb.ProduceResponse(correlation_id=request.correlation_id, throttle_time_ms=throttle_ms)
         by_topic: dict[str, pb.ProduceTopicResponse] = {}
         for tp, r in results.items():
@@ -143,7 +128,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         ctx = await _context(self.pipeline, "Produce", request.client_id, context.peer(), context)
         await self.pipeline.hold_peer(ctx)
         pending = self._append(request, ctx)
-        self.pipeline.set_peer_hold(ctx, pending[3])
+        self.pipeline.set_peer_hold(ctx, pending[1].throttle_ms)
         return await self._respond(pending)
 
     async def ProduceStream(self, request_iterator: AsyncIterator[ProduceRequestView | WireError],  # type: ignore[override]
@@ -168,7 +153,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             if hold_until:
                 await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
             pending = self._append(request, ctx)
-            hold_until = self.pipeline.clock() + pending[3] / 1000 if pending[3] else 0.0
+            throttle_ms = pending[1].throttle_ms
+            hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
             return pending
 
         async for resp in ProduceSequencer(begin, self._respond, self._ready).run(requests()):
@@ -183,11 +169,6 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         """Serve one fetch; returns the response and its throttle_time_ms. ``session`` (FetchStream
         only) maps each partition to where this stream's last response for it ended; ``incremental``
         requests read from there. Consumers over their quota get no data, at once."""
-        consumer = request.replica_id < 0
-        throttle_ms = self.pipeline.throttle_ms(ctx, FETCH_TYPES) if consumer else 0
-        if throttle_ms:
-            return encode_fetch_response(correlation_id=request.correlation_id, topics=[],
-                                         throttle_time_ms=throttle_ms), throttle_ms
         specs = []
         for t in request.topics:
             for p in t.partitions:
@@ -199,25 +180,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     offset = session.get(tp, offset)
                 specs.append(FetchSpec(tp, offset, p.partition_max_bytes or 1024 * 1024,
                                        p.current_leader_epoch if p.current_leader_epoch else -1))
-        params = FetchParams(
-            replica_id=request.replica_id,
-            max_wait_ms=request.max_wait_ms,
-            min_bytes=request.min_bytes,
-            max_bytes=request.max_bytes or 50 * 1024 * 1024,
-            specs=specs,
-        )
+        call = fetch_api.FetchCall(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, specs)
+        results, throttle_ms = await fetch_api.fetch(self.api, ctx, call)
+        if results is None:  # over quota: no data, at once
+            return encode_fetch_response(correlation_id=request.correlation_id, topics=[],
+                                         throttle_time_ms=throttle_ms), throttle_ms
         offsets = {s.tp: s.offset for s in specs}
-        started = time.perf_counter()
-        results = await self.rm.fetch(params)
-        metrics = self.pipeline.metrics
-        if metrics is not None:
-            metrics.fetched(results)
-            waited_s = time.perf_counter() - started - params.read_time_s
-            metrics.request_done("Fetch" if consumer else "FetchFollower", max(started - ctx.arrival, 0.0),
-                                 params.read_time_s, max(waited_s, 0.0))
-        if consumer:  # replication is not a client's usage
-            nbytes = sum(len(r.records) for r in results.values())
-            throttle_ms = self.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)
         by_topic: dict[str, list[FetchPartitionData]] = {}
         for tp, r in results.items():
             fetch_offset = offsets[tp]

@@ -104,6 +104,7 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
         click.echo(f"Prometheus {info['prometheus']} (scraping every service every {SCRAPE_INTERVAL_S} s)")
     if detach:
         click.echo(f"cluster healthy in {info['startup_s']:.1f}s; REST {info['rest']}; "
+                   f"Kafka bootstrap {info.get('kafka_bootstrap') or '-'}; "
                    f"details in {os.path.join(lc.data_dir, 'cluster.json')}")
         return
     stop = {"now": False}
@@ -113,7 +114,8 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    console.print(f"cluster healthy in {info['startup_s']:.1f}s — REST API {info['rest']} (docs at {info['rest']}/docs). Ctrl-C stops everything.")
+    console.print(f"cluster healthy in {info['startup_s']:.1f}s — REST API {info['rest']} (docs at {info['rest']}/docs), "
+                  f"Kafka bootstrap {info.get('kafka_bootstrap') or '-'}. Ctrl-C stops everything.")
     try:
         with Live(status_table(cluster_status(info)), console=console, refresh_per_second=1) as live:
             while not stop["now"]:

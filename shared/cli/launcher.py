@@ -284,7 +284,9 @@ class LocalCluster:
     def describe(self) -> dict[str, Any]:
         rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
         prometheus = [p.info["url"] for p in self.procs if p.role == "prometheus" and "url" in p.info]
+        kafka = [p.info["kafka"] for p in self.procs if p.role == "broker" and p.info.get("kafka")]
         return {
+            "kafka_bootstrap": ",".join(kafka),
             "prometheus": prometheus[0] if prometheus else None,
             "cluster": self.spec.cluster,
             "rest": rest[0] if rest else None,

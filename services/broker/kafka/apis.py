@@ -1,0 +1,78 @@
+"""The table of Kafka APIs this broker serves: API key -> (versions served, handler module).
+
+Each handler module of this package holds one API (or one family of them) as
+``API_KEY``/``VERSIONS``/``handle`` (or a ``HANDLERS`` table): it translates a kio request into calls on
+the broker's request layer and returns the response as plain values, which ``shared.kafka.messages.build``
+shapes into the response class of the request's version — so every version claimed in ApiVersions is
+answered by the same code, with the fields that version has.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.broker.pipeline import RequestContext, RequestPipeline
+from shared.errors import ErrorCode
+from shared.kafka.messages import RequestFrame, api, build
+
+log = logging.getLogger(__name__)
+
+# What a handler returns: the response as plain values (None: no response, acks=0) and its throttle_time_ms.
+Reply = tuple[dict[str, Any] | None, int]
+Handler = Callable[["KafkaApis", RequestFrame, RequestContext, "Connection"], Awaitable[Reply]]
+
+
+@dataclass
+class Connection:
+    """One client connection's state: fetch sessions (KIP-227) live in the broker; activity for the
+    idle sweeper."""
+
+    peer: str
+    last_active: float = field(default_factory=time.monotonic)
+    busy: bool = False
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for c in self.closers:
+            try:
+                c()
+            except Exception:
+                log.exception("closing connection state failed")
+
+
+class KafkaApis:
+    """The broker's Kafka request handlers and what they share (the request layer, the pipeline)."""
+
+    def __init__(self, broker: Any, pipeline: RequestPipeline) -> None:
+        self.broker = broker  # services.broker.api.BrokerApi: the request layer both doors share
+        self.pipeline = pipeline
+        self.fetch_sessions: Any = None  # services.broker.kafka.fetch.FetchSessions
+        self.handlers: dict[int, Handler] = {}
+        self.versions: dict[int, tuple[int, int]] = {}
+
+    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
+        for v in range(versions[0], versions[1] + 1):
+            api(api_key, v)  # fail at start for a version kio has no definition of
+        self.handlers[api_key] = handler
+        self.versions[api_key] = versions
+
+    async def handle(self, request: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+        values, throttle_ms = await self.handlers[request.api.key](self, request, ctx, conn)
+        if values is not None and "throttle_time" not in values:
+            values = {**values, "throttle_time": throttle_ms}
+        return (None if values is None else build(request.api.response, values)), throttle_ms
+
+    def api_versions(self) -> list[dict[str, int]]:
+        return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.versions.items())]
+
+    def unsupported_api_versions(self) -> Any:
+        """ApiVersions v0 with UNSUPPORTED_VERSION and what is served (the client retries within it)."""
+        return build(api(18, 0).response, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.api_versions())
+
+
+async def handle_api_versions(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+    return {"error_code": 0, "api_keys": apis.api_versions()}, 0

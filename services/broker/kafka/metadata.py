@@ -1,0 +1,193 @@
+"""Metadata (3), ListOffsets (2), InitProducerId (22) and FindCoordinator (10) on the Kafka door.
+
+Metadata lists the brokers by their Kafka listeners, topics with their ids (v10+), and creates a
+missing topic when the request allows it (v4+; always before) and ``auto.create.topics.enable`` is on
+(Kafka's default), with ``num.partitions`` and ``default.replication.factor``: the new topic is
+answered ``LEADER_NOT_AVAILABLE`` until its leaders are elected, as Kafka answers. The controller id
+given to Kafka clients is the lowest live broker's: any broker forwards admin requests to the active
+controller, so a client's "send this to the controller" reaches it.
+
+FindCoordinator answers, for a group, the broker leading the group's ``__consumer_offsets`` partition
+(any broker forwards group requests to the coordinator service owning that partition, so which broker
+answers only spreads the load as Kafka's placement does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from services.broker.kafka.apis import Connection, KafkaApis, Reply
+from services.broker.metadata_cache import ClusterView
+from services.broker.pipeline import RequestContext
+from shared.errors import ErrorCode, TidelogError
+from shared.kafka.messages import RequestFrame
+from shared.offsets_topic import OFFSETS_TOPIC, locate
+from shared.topic_names import validate_topic_name
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+METADATA, LIST_OFFSETS, FIND_COORDINATOR, INIT_PRODUCER_ID = 3, 2, 10, 22
+METADATA_VERSIONS = (1, 12)
+LIST_OFFSETS_VERSIONS = (1, 8)
+FIND_COORDINATOR_VERSIONS = (0, 4)
+INIT_PRODUCER_ID_VERSIONS = (0, 4)
+
+# AclOperation codes (READ 3 ... ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): every operation is allowed until ACLs exist.
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+_NOT_REQUESTED = -(2**31)
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+
+
+def kafka_endpoint(broker: dict[str, Any]) -> tuple[str, int] | None:
+    address = broker.get("kafka")
+    if not address:
+        return None
+    host, _, port = str(address).rpartition(":")
+    return host, int(port)
+
+
+def kafka_brokers(view: ClusterView) -> dict[int, tuple[str, int, str | None]]:
+    out = {}
+    for bid, b in sorted(view.brokers.items()):
+        ep = kafka_endpoint(b)
+        if ep is not None:
+            out[bid] = (ep[0], ep[1], b.get("rack") or None)
+    return out
+
+
+async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+    body = req.body
+    view = apis.broker.rm.view
+    brokers = kafka_brokers(view)
+    allow_create = bool(getattr(body, "allow_auto_topic_creation", True))
+    topic_ops = _TOPIC_OPERATIONS if getattr(body, "include_topic_authorized_operations", False) else _NOT_REQUESTED
+    ids = {t.topic_id: name for name, t in view.topics.items()}
+    if body.topics is None:
+        names = sorted(view.topics)
+    else:
+        names = []
+        for t in body.topics:
+            name = t.name
+            if name is None and getattr(t, "topic_id", None) is not None:
+                name = ids.get(t.topic_id.hex)
+                if name is None:
+                    names.append(("", t.topic_id))
+                    continue
+            names.append(name)
+    topics = []
+    for name in names:
+        if isinstance(name, tuple):
+            topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": name[1],
+                           "partitions": [], "topic_authorized_operations": topic_ops})
+            continue
+        topics.append(await _topic(apis, view, brokers, name, allow_create, topic_ops))
+    return {
+        "brokers": [{"node_id": bid, "host": h, "port": p, "rack": r} for bid, (h, p, r) in brokers.items()],
+        "cluster_id": view.cluster_id or None,
+        "controller_id": min(brokers) if brokers else -1,
+        "topics": topics,
+        "cluster_authorized_operations": (_CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations",
+                                                                          False) else _NOT_REQUESTED),
+    }, 0
+
+
+async def _topic(apis: KafkaApis, view: ClusterView, brokers: dict[int, Any], name: str, allow_create: bool,
+                 topic_ops: int) -> dict[str, Any]:
+    topic = view.topics.get(name)
+    if topic is None:
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            validate_topic_name(name)
+        except TidelogError:
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        else:
+            if allow_create and apis.broker.configs.get("auto.create.topics.enable", True) and \
+                    name not in INTERNAL_TOPICS and apis.broker.links is not None:
+                code = await apis.broker.links.auto_create_topic(name)
+        return {"error_code": int(code), "name": name, "partitions": [], "is_internal": False,
+                "topic_authorized_operations": topic_ops}
+    partitions = []
+    for p, replicas in sorted(topic.assignment.items()):
+        st = view.partitions.get(TopicPartition(name, p))
+        leader = st.leader if st else -1
+        err = ErrorCode.NONE if leader >= 0 and leader in brokers else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append({
+            "error_code": int(err), "partition_index": p, "leader_id": leader,
+            "leader_epoch": st.leader_epoch if st else -1, "replica_nodes": list(replicas),
+            "isr_nodes": list(st.isr) if st else [],
+            "offline_replicas": [r for r in replicas if r not in view.brokers],
+        })
+    return {"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": name in INTERNAL_TOPICS,
+            "partitions": partitions, "topic_authorized_operations": topic_ops}
+
+
+async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+    body = req.body
+    rm = apis.broker.rm
+    read_committed = int(getattr(body, "isolation_level", 0)) == 1  # the LSO is the high watermark until transactions
+    del read_committed
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            try:
+                offset, ts, epoch = rm.list_offset(tp, int(p.timestamp), -1, int(getattr(p, "current_leader_epoch", -1)))
+                parts.append({"partition_index": tp.partition, "error_code": 0, "timestamp": ts, "offset": offset,
+                              "leader_epoch": epoch})
+            except TidelogError as exc:
+                parts.append({"partition_index": tp.partition, "error_code": int(exc.code), "timestamp": -1,
+                              "offset": -1, "leader_epoch": -1})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"topics": topics}, 0
+
+
+async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+    body = req.body
+    fail = {"producer_id": -1, "producer_epoch": -1}
+    if body.transactional_id is not None:
+        # Transactions come with their own issue: a transactional producer is refused at its first step.
+        return {**fail, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}, 0
+    allocate = apis.broker.allocate_producer_id
+    if allocate is None:
+        return {**fail, "error_code": int(ErrorCode.BROKER_NOT_AVAILABLE)}, 0
+    try:
+        pid = await allocate()
+    except Exception:
+        log.exception("producer id allocation failed")
+        return {**fail, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE)}, 0
+    return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}, 0
+
+
+def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
+    view = apis.broker.rm.view
+    none = {"key": key, "node_id": -1, "host": "", "port": -1}
+    if key_type != 0:
+        return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": "transactions are not supported by this broker yet"}
+    topic = view.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": f"{OFFSETS_TOPIC} does not exist yet"}
+    p, owner = locate(key, len(topic.assignment), apis.broker.coordinator_owners())
+    if owner is None:
+        return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": f"no coordinator owns {OFFSETS_TOPIC} partition {p} yet"}
+    brokers = kafka_brokers(view)
+    st = view.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
+    node = st.leader if st is not None and st.leader in brokers else apis.broker.broker_id
+    if node not in brokers:
+        return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": "no broker listens"}
+    host, port, _ = brokers[node]
+    return {"key": key, "node_id": node, "host": host, "port": port, "error_code": 0, "error_message": None}
+
+
+async def handle_find_coordinator(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
+    body = req.body
+    key_type = int(getattr(body, "key_type", 0))
+    if req.api.version >= 4:
+        return {"coordinators": [_coordinator(apis, k, key_type) for k in body.coordinator_keys]}, 0
+    return _coordinator(apis, body.key, key_type), 0
