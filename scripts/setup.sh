@@ -7,6 +7,7 @@
 #       default-jre-headless  Java, which Spark runs on
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
 #       chromium              the headless browser the /docs test drives through Playwright
+#       kcat                  the Kafka command-line client the Kafka-listener tests drive
 #       prometheus            `tidelog up --monitoring` and promtool (without recommends: no node exporter);
 #                             its packaged service is stopped and disabled where systemd runs, so nothing
 #                             listens on 0.0.0.0:9090 — `tidelog up --monitoring` starts its own on 127.0.0.1
@@ -32,6 +33,7 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   SUDO=""
