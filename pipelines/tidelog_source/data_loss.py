@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import DataLossError
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-
-class DataLossError(TidelogError):
-    """Offsets a query was going to read are not in the cluster any more."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 def offsets_past_end(begin: dict[TopicPartition, int], latest: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:

@@ -22,14 +22,11 @@ from shared.errors import (
     CorruptRecordError,
     ErrorCode,
     FencedLeaderEpochError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     TidelogError,
 )
 from shared.types import TopicPartition
-
-
-class NotEnoughReplicasError(TidelogError):
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 class Partition:

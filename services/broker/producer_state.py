@@ -14,19 +14,11 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from shared.records.header import BatchHeader
 
 MAX_CACHED_BATCHES = 5
 INT_MAX = 2**31 - 1
-
-
-class OutOfOrderSequenceError(TidelogError):
-    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-
-
-class InvalidProducerEpochError(TidelogError):
-    code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True)

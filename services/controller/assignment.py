@@ -12,15 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from shared.errors import ErrorCode, TidelogError
-
-
-class InvalidReplicationFactorError(TidelogError):
-    code = ErrorCode.INVALID_REPLICATION_FACTOR
-
-
-class InvalidPartitionsError(TidelogError):
-    code = ErrorCode.INVALID_PARTITIONS
+from shared.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:

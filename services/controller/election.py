@@ -19,23 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import ConflictError, FencedError
 from shared.metadata.store import MetadataStore
 from shared.netprobe import tcp_probe_async
 
 log = logging.getLogger(__name__)
-
-
-class FencedError(TidelogError):
-    """A write was refused because this controller is no longer the active one."""
-
-    code = ErrorCode.NOT_CONTROLLER
-
-
-class ConflictError(TidelogError):
-    """A guarded write lost a race with another change (retry after re-reading)."""
-
-    code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass

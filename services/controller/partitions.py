@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from shared.errors import ErrorCode, StaleBrokerEpochError, TidelogError
+from shared.errors import AlterPartitionError, ErrorCode, StaleBrokerEpochError, TidelogError
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.types import TopicPartition
 
 States = Mapping[TopicPartition, PartitionState]
 Topics = Mapping[str, TopicRecord]
-
-
-class AlterPartitionError(TidelogError):
-    pass
 
 
 def _replicas(topics: Topics, tp: TopicPartition) -> list[int]:

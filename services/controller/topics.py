@@ -17,10 +17,9 @@ from services.controller.assignment import InvalidPartitionsError, assign_replic
 from services.controller.election import ControllerElection
 from shared.config import TOPIC_CONFIGS, check_min_insync_replicas, effective_configs, validate_topic_configs
 from shared.errors import (
-    ErrorCode,
     InvalidConfigError,
     InvalidTopicError,
-    TidelogError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from shared.metadata.keys import Keys
@@ -30,10 +29,6 @@ from shared.metadata.types import PartitionState, TopicRecord
 from shared.topic_names import INTERNAL_TOPICS, find_collision, validate_topic_name
 
 MAX_PARTITIONS = 10_000
-
-
-class TopicExistsError(TidelogError):
-    code = ErrorCode.TOPIC_ALREADY_EXISTS
 
 
 class TopicManager:

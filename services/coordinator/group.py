@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignmentMember
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import ErrorCode, GroupError
 from shared.types import TopicPartition
 
 LEAVE_EPOCH = -1
@@ -30,10 +30,6 @@ UNREVOKED_PARTITIONS = 1
 UNRELEASED_PARTITIONS = 2
 STATE_NAMES = {STABLE: "STABLE", UNREVOKED_PARTITIONS: "UNREVOKED_PARTITIONS",
                UNRELEASED_PARTITIONS: "UNRELEASED_PARTITIONS"}
-
-
-class GroupError(TidelogError):
-    """A heartbeat, commit or admin request refused with a Kafka error code."""
 
 
 def fail(code: ErrorCode, message: str) -> GroupError:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import KafkaTimeoutError
 from shared.types import TopicPartition
 
 
@@ -15,10 +15,6 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int
-
-
-class KafkaTimeoutError(TidelogError):
-    code = ErrorCode.REQUEST_TIMED_OUT
 
 
 class ProduceRequestResult:

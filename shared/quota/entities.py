@@ -27,7 +27,7 @@ from enum import IntEnum
 from typing import Any
 from urllib.parse import quote, unquote
 
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import QuotaConfigError
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,6 @@ class QuotaType(IntEnum):
 
 KEY_OF_TYPE = {QuotaType.PRODUCE: PRODUCER_BYTE_RATE, QuotaType.FETCH: CONSUMER_BYTE_RATE,
                QuotaType.REQUEST: REQUEST_PERCENTAGE}
-
-
-class QuotaConfigError(TidelogError):
-    code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass(frozen=True, order=True)

@@ -22,7 +22,7 @@ from services.controller.rest.errors import (
     error_responses,
 )
 from services.controller.topics import MAX_PARTITIONS
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import NotActiveError
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -75,10 +75,6 @@ class TopicView(BaseModel):
     replication_factor: int
     configs: dict[str, Any]
     config_overrides: dict[str, Any]
-
-
-class NotActiveError(TidelogError):
-    code = ErrorCode.NOT_CONTROLLER
 
 
 async def _forward(ctl: Any, request: Request) -> Response | None:
