@@ -12,6 +12,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
+from shared.cli import bench_kafka
 from shared.cli.connect import bootstrap_servers, cluster_options
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
@@ -43,6 +44,8 @@ def _report(kind: str, res: dict[str, Any], as_json: bool) -> None:
         f"{res['records']} records {kind}, {res['records_per_s']:,.0f} records/sec ({res['mb_per_s']:.2f} MB/sec), "
         f"{lat['avg']:.2f} ms avg latency, {lat['max']:.2f} ms max latency, {lat['p50']:.2f} ms 50th, "
         f"{lat['p95']:.2f} ms 95th, {lat['p99']:.2f} ms 99th, {lat['p999']:.2f} ms 99.9th."
+        + (f" Broker CPU {res['broker_cpu_us_per_record']:.2f} µs/record." if res.get("broker_cpu_us_per_record")
+           is not None else "")
     )
     if "client_metrics" in res:
         click.echo("client metrics: " + ", ".join(f"{k}={v:,.2f}" if isinstance(v, float) else f"{k}={v}"
@@ -58,6 +61,16 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
             raise
     finally:
         admin.close()
+
+
+def _door_options(f: Any) -> Any:
+    f = click.option("--kafka-bootstrap", "kafka_bootstrap_servers", envvar="TIDELOG_KAFKA_BOOTSTRAP", default=None,
+                     help="Kafka listener host:port[,...] for --kafka (default: kafka_bootstrap of --data-dir)")(f)
+    f = click.option("--kafka", is_flag=True, help="through the brokers' Kafka listener with confluent-kafka "
+                                                  "(same as --door kafka)")(f)
+    f = click.option("--door", type=click.Choice(["grpc", "kafka", "both"]), default="grpc", show_default=True,
+                     help="gRPC with Tidelog's client, the Kafka listener with confluent-kafka, or both in turn")(f)
+    return f
 
 
 @click.command("produce")
@@ -79,19 +92,51 @@ def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_byt
 @click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-producer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
+@_door_options
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
                   latency_sample: int, warmup_records: int, as_json: bool, progress: bool | None, client_id: str,
-                  show_metrics: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+                  show_metrics: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
+                  bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
 
     With --warmup-records N, a second line gives the steady state: throughput from the N+1th send to the
-    end, and the latencies of the records after the first N."""
+    end, and the latencies of the records after the first N. --kafka sends through the brokers' Kafka
+    listener with confluent-kafka instead; --door both runs Tidelog's client, then confluent-kafka, in one run."""
     if warmup_records >= records:
         raise click.BadParameter(f"must be below --records ({records})", param_hint="--warmup-records")
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     _ensure_topic(servers, topic, partitions, replication_factor, batch_size)
+    door = "kafka" if kafka else door
+    if door in ("kafka", "both"):
+        kafka_servers = bench_kafka.kafka_bootstrap(kafka_bootstrap_servers, data_dir)
+    if door in ("grpc", "both"):
+        cpu = bench_kafka.BrokerCpu(data_dir)
+        cpu.start()
+        _grpc_produce(servers, topic, records, record_size, key_size, acks, batch_size, linger_ms, compression,
+                      throughput, latency_sample, warmup_records, as_json, progress, client_id, show_metrics, cpu)
+    if door in ("kafka", "both"):
+        cpu = bench_kafka.BrokerCpu(data_dir)
+        cpu.start()
+        res = bench_kafka.kafka_produce(kafka_servers, topic, records, record_size, key_size, acks, batch_size,
+                                        linger_ms, compression, latency_sample, client_id)
+        cpu.stop()
+        res["latency_ms"] = percentiles(res.pop("latencies"))
+        _with_cpu(res, cpu)
+        _report("sent through the Kafka listener", res, as_json)
+
+
+def _with_cpu(res: dict[str, Any], cpu: bench_kafka.BrokerCpu) -> None:
+    if cpu.seconds is not None:
+        res["broker_cpu_s"] = cpu.seconds
+        res["broker_cpu_us_per_record"] = cpu.per_record_us(res["records"])
+
+
+def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_size: int, acks: str,
+                  batch_size: int, linger_ms: int, compression: str, throughput: float, latency_sample: int,
+                  warmup_records: int, as_json: bool, progress: bool | None, client_id: str, show_metrics: bool,
+                  cpu: bench_kafka.BrokerCpu) -> None:
     values = [os.urandom(record_size) for _ in range(256)]
     keys = [os.urandom(key_size) for _ in range(65536)] if key_size else [None] * 65536
     producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms, client_id=client_id,
@@ -130,6 +175,7 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
         producer.flush()
     finally:
         elapsed = time.perf_counter() - t0
+        cpu.stop()
         bar.close()
         producer.close()
     if errors:
@@ -146,6 +192,7 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
                                "latency_ms": percentiles(steady)}
     if show_metrics:
         res["client_metrics"] = producer.metrics()
+    _with_cpu(res, cpu)
     _report("sent", res, as_json)
     if producer.throttled_responses and not as_json:
         click.echo(f"{producer.throttled_responses} responses throttled by a quota "
@@ -168,13 +215,36 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 @click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
+@_door_options
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool | None,
-                  client_id: str, show_metrics: bool,
+                  client_id: str, show_metrics: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
-    """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one."""
+    """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one (--kafka: with
+    confluent-kafka through the Kafka listener; --door both: one after the other)."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
+    door = "kafka" if kafka else door
+    if door in ("grpc", "both"):
+        cpu = bench_kafka.BrokerCpu(data_dir)
+        cpu.start()
+        _grpc_consume(servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
+                      fetch_depth, timeout_ms, group, as_json, progress, client_id, show_metrics, cpu)
+    if door in ("kafka", "both"):
+        kafka_servers = bench_kafka.kafka_bootstrap(kafka_bootstrap_servers, data_dir)
+        cpu = bench_kafka.BrokerCpu(data_dir)
+        cpu.start()
+        res = bench_kafka.kafka_consume(kafka_servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes,
+                                        timeout_ms, client_id)
+        cpu.stop()
+        res["latency_ms"] = percentiles(res.pop("poll_ms"))
+        _with_cpu(res, cpu)
+        _report("consumed through the Kafka listener", res, as_json)
+
+
+def _grpc_consume(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
+                  max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool,
+                  progress: bool | None, client_id: str, show_metrics: bool, cpu: bench_kafka.BrokerCpu) -> None:
     consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
                         max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
                         fetch_depth=fetch_depth, group_id=group)
@@ -207,6 +277,7 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
             n += k
             bar.update(k)
         elapsed = time.perf_counter() - t0
+        cpu.stop()
         client_metrics = consumer.metrics()
     finally:
         bar.close()
@@ -215,4 +286,5 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
            "latency_ms": percentiles(poll_ms), "throttled_responses": consumer.throttled_responses}
     if show_metrics:
         res["client_metrics"] = client_metrics
+    _with_cpu(res, cpu)
     _report("consumed", res, as_json)
