@@ -19,6 +19,7 @@ class BrokerInfo(BaseModel):
     rack: str | None = None
     incarnation: str | None = None
     metrics: str | None = None  # host:port of its /metrics
+    kafka: str | None = None  # host:port of its Kafka-protocol listener (advertised.listeners)
 
 
 class InstanceInfo(BaseModel):
@@ -40,6 +41,7 @@ class ClusterInfo(BaseModel):
     controller: ControllerInfo | None
     controllers: list[InstanceInfo]
     brokers: list[BrokerInfo]
+    kafka_bootstrap: str = ""  # every broker's Kafka listener, "host:port,host:port", for Kafka clients
     services: dict[str, list[InstanceInfo]]
 
 
@@ -61,14 +63,14 @@ async def get_cluster(ctl: Annotated[Any, Depends(controller)]) -> ClusterInfo:
             controllers.append(info)
         else:
             by_role.setdefault(role, []).append(info)
+    broker_infos = sorted((BrokerInfo(**{k: v.get(k) for k in BrokerInfo.model_fields if k in v})
+                           for v, _, _ in brokers.values()), key=lambda b: b.id)
     return ClusterInfo(
         cluster=keys.cluster,
         cluster_id=cid[0] if cid else None,
         controller=ControllerInfo(epoch=active[1], **active[0]) if active else None,
         controllers=controllers,
-        brokers=sorted(
-            (BrokerInfo(**v) for v, _, _ in brokers.values()),
-            key=lambda b: b.id,
-        ),
+        brokers=broker_infos,
+        kafka_bootstrap=",".join(b.kafka for b in broker_infos if b.kafka),
         services=by_role,
     )
