@@ -19,6 +19,8 @@ import grpc
 
 from services.broker.api import BrokerApi
 from services.broker.api import fetch as fetch_api
+from services.broker.api import init_producer_id as init_producer_id_api
+from services.broker.api import list_offsets as list_offsets_api
 from services.broker.api import produce as produce_api
 from services.broker.follower_sessions import StreamFetchSession, is_session_fetch
 from services.broker.pipeline import (
@@ -242,19 +244,21 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     # -- list offsets ----------------------------------------------------------------------------------
 
     async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
+        queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, p.partition), p.timestamp,
+                                                p.current_leader_epoch if p.current_leader_epoch else -1)
+                   for t in request.topics for p in t.partitions]
         resp = pb.ListOffsetsResponse()
-        for t in request.topics:
-            tr = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition)
-                try:
-                    offset, ts, epoch = self.rm.list_offset(tp, p.timestamp, request.replica_id,
-                                                            p.current_leader_epoch if p.current_leader_epoch else -1)
-                    tr.partitions.add(partition=p.partition, offset=offset, timestamp=ts, leader_epoch=epoch)
-                except TidelogError as exc:
-                    tr.partitions.add(partition=p.partition, error_code=exc.code, error_message=str(exc), offset=-1)
+        by_topic: dict[str, Any] = {}
+        for a in list_offsets_api.list_offsets(self.api, queries, request.replica_id):
+            tr = by_topic.get(a.tp.topic)
+            if tr is None:
+                tr = by_topic[a.tp.topic] = resp.topics.add(name=a.tp.topic)
+            if a.error:
+                tr.partitions.add(partition=a.tp.partition, error_code=a.error, error_message=a.message, offset=-1)
+            else:
+                tr.partitions.add(partition=a.tp.partition, offset=a.offset, timestamp=a.timestamp,
+                                  leader_epoch=a.leader_epoch)
         return resp
-
 
     async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest, context: Any) -> pb.OffsetsForLeaderEpochResponse:
         resp = pb.OffsetsForLeaderEpochResponse()
@@ -270,17 +274,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return resp
 
     async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
-        if request.transactional_id:
-            return pb.InitProducerIdResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1)
-        if self.allocate_producer_id is None:
-            return pb.InitProducerIdResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-        try:
-            pid = await self.allocate_producer_id()
-        except Exception:
-            log.exception("producer id allocation failed")
-            return pb.InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-        return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=0)
-
+        a = await init_producer_id_api.init_producer_id(self.api, request.transactional_id or None)
+        return pb.InitProducerIdResponse(error_code=a.error, producer_id=a.producer_id, producer_epoch=a.producer_epoch)
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         topic = self.rm.view.topics.get(OFFSETS_TOPIC)

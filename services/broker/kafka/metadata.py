@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from services.broker.api import init_producer_id as init_producer_id_api
+from services.broker.api import list_offsets as list_offsets_api
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.metadata_cache import ClusterView
 from services.broker.pipeline import RequestContext
@@ -125,41 +127,23 @@ async def _topic(apis: KafkaApis, view: ClusterView, brokers: dict[int, Any], na
 
 
 async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
-    body = req.body
-    rm = apis.broker.rm
-    read_committed = int(getattr(body, "isolation_level", 0)) == 1  # the LSO is the high watermark until transactions
-    del read_committed
-    topics = []
-    for t in body.topics:
-        parts = []
-        for p in t.partitions:
-            tp = TopicPartition(t.name, int(p.partition_index))
-            try:
-                offset, ts, epoch = rm.list_offset(tp, int(p.timestamp), -1, int(getattr(p, "current_leader_epoch", -1)))
-                parts.append({"partition_index": tp.partition, "error_code": 0, "timestamp": ts, "offset": offset,
-                              "leader_epoch": epoch})
-            except TidelogError as exc:
-                parts.append({"partition_index": tp.partition, "error_code": int(exc.code), "timestamp": -1,
-                              "offset": -1, "leader_epoch": -1})
-        topics.append({"name": t.name, "partitions": parts})
-    return {"topics": topics}, 0
+    # read_committed (isolation_level 1): the last stable offset is the high watermark until transactions exist
+    queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, int(p.partition_index)), int(p.timestamp),
+                                            int(getattr(p, "current_leader_epoch", -1)))
+               for t in req.body.topics for p in t.partitions]
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for a in list_offsets_api.list_offsets(apis.broker, queries):
+        by_topic.setdefault(a.tp.topic, []).append({
+            "partition_index": a.tp.partition, "error_code": int(a.error), "timestamp": a.timestamp,
+            "offset": a.offset, "leader_epoch": a.leader_epoch})
+    return {"topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}, 0
 
 
 async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
-    body = req.body
-    fail = {"producer_id": -1, "producer_epoch": -1}
-    if body.transactional_id is not None:
-        # Transactions come with their own issue: a transactional producer is refused at its first step.
-        return {**fail, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}, 0
-    allocate = apis.broker.allocate_producer_id
-    if allocate is None:
-        return {**fail, "error_code": int(ErrorCode.BROKER_NOT_AVAILABLE)}, 0
-    try:
-        pid = await allocate()
-    except Exception:
-        log.exception("producer id allocation failed")
-        return {**fail, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE)}, 0
-    return {"error_code": 0, "producer_id": pid, "producer_epoch": 0}, 0
+    # A transactional producer is refused at its first step until transactions exist.
+    a = await init_producer_id_api.init_producer_id(apis.broker, req.body.transactional_id,
+                                                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return {"error_code": int(a.error), "producer_id": a.producer_id, "producer_epoch": a.producer_epoch}, 0
 
 
 def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
