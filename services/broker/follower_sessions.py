@@ -18,9 +18,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from services.broker import request_limits
+from services.broker.fetch_reader import read_partition
 from services.broker.fetch_sessions import INITIAL_EPOCH, LeaderSession, resolve_session
-from services.broker.replica_manager import FetchPartitionResult
-from shared.errors import NotLeaderOrFollowerError, TidelogError
+from services.broker.replica_results import FetchPartitionResult, grpc_partition_data
+from shared.errors import ErrorCode
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
 from shared.records.header import next_offset_after
@@ -144,24 +145,15 @@ class StreamFetchSession:
             sp = session.partitions.get(tp)
             if sp is None:
                 continue
-            try:
-                part = self.rm.partition(tp)
-                part.check_epoch(sp.leader_epoch)
-                if not part.is_leader:
-                    raise NotLeaderOrFollowerError(f"broker {self.rm.broker_id} is not the leader of {tp}")
-                if not part.follower_attached(session.replica_id, session):  # e.g. new follower states after an election
+            def attach(part: Partition, sp: Any = sp) -> None:  # e.g. new follower states after an election
+                if not part.follower_attached(session.replica_id, session):
                     part.update_follower_in_session(session.replica_id, sp.fetch_offset, session)
-                budget = max(min(sp.max_bytes, max_bytes - total), 0)
-                data = part.read(sp.fetch_offset, budget, for_consumer=False, min_one=total == 0)
-                if not data.records and data.log_end_offset > sp.fetch_offset:
-                    starved.add(tp)
-                r = FetchPartitionResult(high_watermark=part.high_watermark, log_start_offset=data.log_start_offset,
-                                         log_end_offset=data.log_end_offset, leader_epoch=part.leader_epoch,
-                                         records=data.records)
-            except TidelogError as exc:
-                error = True
-                hw = self.rm.partitions[tp].high_watermark if tp in self.rm.partitions else -1
-                r = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
+
+            r = read_partition(self.rm, tp, sp.fetch_offset, sp.leader_epoch, min(sp.max_bytes, max_bytes - total),
+                               for_consumer=False, min_one=total == 0, before_read=attach)
+            error = error or r.error != ErrorCode.NONE
+            if not r.error and not r.records and r.log_end_offset > sp.fetch_offset:
+                starved.add(tp)
             if tp in answers or session.needs_answer(tp, r.error, len(r.records), r.high_watermark, r.log_start_offset):
                 total += len(r.records) - (len(answers[tp].records) if tp in answers else 0)
                 answers[tp] = r
@@ -173,11 +165,7 @@ def _encode(correlation_id: int, session: LeaderSession, results: dict[TopicPart
     for tp, r in results.items():
         sp = session.partitions.get(tp)
         fetch_offset = sp.fetch_offset if sp is not None else -1
-        by_topic.setdefault(tp.topic, []).append(FetchPartitionData(
-            partition=tp.partition, error_code=r.error, error_message=r.message,
-            high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
-            log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
-            leader_epoch=r.leader_epoch, records=r.records, fetch_offset=fetch_offset,
-            next_offset=next_offset_after(r.records, fetch_offset)))
+        by_topic.setdefault(tp.topic, []).append(
+            grpc_partition_data(tp, r, fetch_offset, next_offset_after(r.records, fetch_offset)))
     return encode_fetch_response(correlation_id=correlation_id, topics=list(by_topic.items()),
                                  session_id=session.session_id)

@@ -15,9 +15,9 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from services.broker import request_limits
+from services.broker.fetch_reader import read_partition
 from services.broker.fetch_sessions import LeaderSession
 from services.broker.isr_sender import IsrSender
 from services.broker.log import PartitionLog, hw_checkpoint
@@ -25,6 +25,7 @@ from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_times
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
+from services.broker.replica_results import FetchParams, FetchPartitionResult, FetchSpec, ProduceResult
 from shared.config import LONG_MAX, LogConfig
 from shared.errors import (
     ErrorCode,
@@ -46,53 +47,6 @@ OPEN_BATCH = 50
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass
-class ProduceResult:
-    error: ErrorCode = ErrorCode.NONE
-    message: str = ""
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    last_offset: int = -1
-
-
-@dataclass
-class FetchPartitionResult:
-    error: ErrorCode = ErrorCode.NONE
-    message: str = ""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    leader_epoch: int = -1
-    records: bytes = b""
-
-
-@dataclass
-class FetchSpec:
-    tp: TopicPartition
-    offset: int
-    max_bytes: int
-    leader_epoch: int = -1
-
-
-@dataclass
-class FetchParams:
-    replica_id: int = -1
-    max_wait_ms: int = 0
-    min_bytes: int = 1
-    max_bytes: int = 50 * 1024 * 1024
-    specs: list[FetchSpec] = field(default_factory=list)
-    read_time_s: float = 0.0  # set by fetch: time spent reading (request quotas count it)
-
-    def bounded(self) -> FetchParams:
-        """The same request with every size and wait inside the broker's limits (``request_limits``)."""
-        max_bytes = request_limits.fetch_max_bytes(self.max_bytes)
-        specs = [FetchSpec(s.tp, s.offset, request_limits.partition_max_bytes(s.max_bytes, max_bytes), s.leader_epoch)
-                 for s in self.specs]
-        return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
-                           request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs)
 
 
 ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
@@ -358,27 +312,17 @@ class ReplicaManager:
         out: dict[TopicPartition, FetchPartitionResult] = {}
         total = 0
         error = False
+        consumer = params.replica_id < 0
         for spec in params.specs:
-            try:
-                part = self.partition(spec.tp)
-                part.check_epoch(spec.leader_epoch)
-                if params.replica_id >= 0:
-                    if not part.is_leader:
-                        raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {spec.tp}")
-                    part.update_follower(params.replica_id, spec.offset)
-                budget = min(spec.max_bytes, params.max_bytes - total)
-                # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
-                data = part.read(spec.offset, max(budget, 0), for_consumer=params.replica_id < 0, min_one=total == 0)
-                data_bytes = data.records
-                total += len(data_bytes)
-                out[spec.tp] = FetchPartitionResult(
-                    high_watermark=part.high_watermark, log_start_offset=data.log_start_offset,
-                    log_end_offset=data.log_end_offset, leader_epoch=part.leader_epoch, records=data_bytes,
-                )
-            except TidelogError as exc:
-                error = True
-                hw = self.partitions[spec.tp].high_watermark if spec.tp in self.partitions else -1
-                out[spec.tp] = FetchPartitionResult(exc.code, exc.args[0] if exc.args else exc.code.name, high_watermark=hw)
+            # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
+            r = read_partition(self, spec.tp, spec.offset, spec.leader_epoch,
+                               min(spec.max_bytes, params.max_bytes - total), for_consumer=consumer,
+                               min_one=total == 0,
+                               before_read=None if consumer else
+                               lambda part, o=spec.offset: part.update_follower(params.replica_id, o))
+            total += len(r.records)
+            error = error or r.error != ErrorCode.NONE
+            out[spec.tp] = r
         return out, total, error
 
     def _some_partition_changed(self, tp: TopicPartition) -> None:

@@ -31,6 +31,7 @@ from services.broker.pipeline import (
     through_pipeline,
 )
 from services.broker.replica_manager import FetchSpec, ProduceResult, ReplicaManager
+from services.broker.replica_results import grpc_partition_data
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode, TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers
@@ -197,11 +198,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     session.pop(tp, None)
                 else:
                     session[tp] = next_offset
-            by_topic.setdefault(tp.topic, []).append(FetchPartitionData(
-                partition=tp.partition, error_code=r.error, error_message=r.message,
-                high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
-                log_start_offset=r.log_start_offset, log_end_offset=r.log_end_offset,
-                leader_epoch=r.leader_epoch, records=r.records, fetch_offset=fetch_offset, next_offset=next_offset))
+            by_topic.setdefault(tp.topic, []).append(grpc_partition_data(tp, r, fetch_offset, next_offset))
         return encode_fetch_response(correlation_id=request.correlation_id, topics=list(by_topic.items()),
                                      throttle_time_ms=throttle_ms), throttle_ms
 
