@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
-import threading
 import time
 from collections.abc import Callable
 
@@ -20,7 +17,7 @@ from services.broker import request_limits
 from services.broker.fetch_reader import read_partition
 from services.broker.fetch_sessions import LeaderSession
 from services.broker.isr_sender import IsrSender
-from services.broker.log import PartitionLog, hw_checkpoint
+from services.broker.log.log_dir import LogDirectory
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
@@ -38,7 +35,6 @@ from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
-TOPIC_ID_FILE = "partition.metadata"
 #: Fetches over more partitions than this wait on the broker-wide change signal.
 FETCH_WAIT_PER_PARTITION_MAX = 16
 #: Partitions opened per worker-thread call (each open is a few file operations).
@@ -67,11 +63,7 @@ class ReplicaManager:
         self.view = ClusterView()
         self._stray_check_done = False
         self.isr_sender = IsrSender(self)  # ISR proposals to the controller, in batches
-        # The broker-wide high-watermark checkpoint: as read at the first open, as last written.
-        self._hw_checkpoint: dict[TopicPartition, int] | None = None
-        self._hw_written: dict[TopicPartition, int] = {}
-        self._legacy_hw_dirs: list[tuple[TopicPartition, str]] = []
-        self._hw_write_lock = threading.Lock()
+        self.log_dir = LogDirectory(data_dir)  # directory layout and the high-watermark checkpoint
         self.on_isr_change: Callable[[int, int], None] | None = None  # (old size, new size): ISR metrics
         self._replicated: list[Partition] = []  # partitions led here with more than one replica
         self._under_replicated: set[Partition] = set()  # of those, the ones whose ISR lacks a replica
@@ -83,9 +75,6 @@ class ReplicaManager:
         self.fetch_sessions: set[LeaderSession] = set()  # followers' fetch sessions: told which partitions change
 
     # -- metadata ---------------------------------------------------------------------------------
-
-    def _dir(self, tp: TopicPartition) -> str:
-        return os.path.join(self.data_dir, f"{tp.topic}-{tp.partition}")
 
     async def apply_metadata(self, view: ClusterView) -> None:
         """Create, update and delete local partitions to match ``view``."""
@@ -121,7 +110,7 @@ class ReplicaManager:
         self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1 and p.leader_id == self.broker_id]
         self._under_replicated = {p for p in self._replicated if len(p.isr) < len(p.replicas)}
         if not self._stray_check_done:
-            self._delete_strays(set(wanted))
+            self.log_dir.delete_strays(wanted)
             self._stray_check_done = True
         await self._update_fetchers()
 
@@ -207,29 +196,8 @@ class ReplicaManager:
         return out
 
     def _open(self, tp: TopicPartition, topic_id: str, config: LogConfig) -> Partition:
-        path = self._dir(tp)
-        id_file = os.path.join(path, TOPIC_ID_FILE)
-        if os.path.isdir(path):
-            try:
-                with open(id_file) as f:
-                    existing = f.read().strip()
-            except FileNotFoundError:
-                existing = ""
-            if existing != topic_id:  # a log left from an older topic with the same name
-                shutil.rmtree(path, ignore_errors=True)
-        os.makedirs(path, exist_ok=True)
-        with open(id_file, "w") as f:
-            f.write(topic_id)
-        plog = PartitionLog(path, config, self.clock)
-        with self._hw_write_lock:
-            if self._hw_checkpoint is None:  # read once, by the first open
-                self._hw_checkpoint = hw_checkpoint.read_checkpoint(self.data_dir)
-            hw = self._hw_checkpoint.pop(tp, None)  # used once: a later re-creation starts afresh
-            if hw is None:
-                hw = hw_checkpoint.read_legacy(path)
-                if hw is not None:  # a log from before the broker-wide file: removed once that covers it
-                    self._legacy_hw_dirs.append((tp, path))
-        part = Partition(tp, plog, self.broker_id, self.clock, hw or 0)
+        plog, hw = self.log_dir.open_log(tp, topic_id, config, self.clock)
+        part = Partition(tp, plog, self.broker_id, self.clock, hw)
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part
@@ -242,14 +210,6 @@ class ReplicaManager:
             log.info("partition deleted", extra={"tp": str(tp)})
         else:
             part.close()
-
-    def _delete_strays(self, wanted: set[TopicPartition]) -> None:
-        known = {f"{tp.topic}-{tp.partition}" for tp in wanted}
-        for name in os.listdir(self.data_dir):
-            path = os.path.join(self.data_dir, name)
-            if os.path.isdir(path) and os.path.exists(os.path.join(path, TOPIC_ID_FILE)) and name not in known:
-                shutil.rmtree(path, ignore_errors=True)
-                log.info("stray partition directory deleted", extra={"dir": name})
 
     def partition(self, tp: TopicPartition) -> Partition:
         part = self.partitions.get(tp)
@@ -411,24 +371,11 @@ class ReplicaManager:
         """Rewrite the broker's high-watermark checkpoint if a high watermark moved (or a partition came
         or went), in a worker thread."""
         current = self._high_watermarks()
-        if current != self._hw_written:
-            await asyncio.to_thread(self._write_hws, current)
+        if self.log_dir.hw_changed(current):
+            await asyncio.to_thread(self.log_dir.write_high_watermarks, current)
 
     def _high_watermarks(self) -> dict[TopicPartition, int]:
         return {tp: part.high_watermark for tp, part in self.partitions.items()}
-
-    def _write_hws(self, hws: dict[TopicPartition, int]) -> None:
-        with self._hw_write_lock:  # housekeeping's thread and close() may overlap at shutdown
-            try:
-                hw_checkpoint.write_checkpoint(self.data_dir, hws)
-            except OSError as exc:
-                log.warning("cannot write the high-watermark checkpoint", extra={"error": str(exc)})
-                return
-            self._hw_written = hws
-            covered = [d for tp, d in self._legacy_hw_dirs if tp in hws]
-            self._legacy_hw_dirs = [(tp, d) for tp, d in self._legacy_hw_dirs if tp not in hws]
-            for directory in covered:
-                hw_checkpoint.remove_legacy(directory)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
@@ -448,5 +395,5 @@ class ReplicaManager:
         hws = self._high_watermarks()
         for tp in list(self.partitions):
             self._remove(tp, delete=False)
-        if self._hw_checkpoint is not None:  # something was opened: record where every HW stands
-            self._write_hws(hws)
+        if self.log_dir.opened_any:  # something was opened: record where every HW stands
+            self.log_dir.write_high_watermarks(hws)
