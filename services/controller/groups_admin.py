@@ -126,8 +126,10 @@ class GroupAdmin:
                     "host": m.client_host, "member_epoch": m.member_epoch, "state": m.state,
                     "partitions": [f"{tp.topic}-{tp.partition}" for tp in sorted(tps_of(m.assignment))]}
                    for m in g.members]
+        # A classic group: group_epoch is its generation and assignor the protocol its members chose.
         return {"group_id": g.group_id, "state": g.state, "group_epoch": g.group_epoch,
                 "assignment_epoch": g.assignment_epoch, "assignor": g.assignor,
+                "group_type": g.group_type or "consumer", "protocol_type": g.protocol_type,
                 "coordinator_partition": g.coordinator_partition, "members": members, "partitions": partitions}
 
     async def delete(self, group_id: str) -> None:

@@ -24,3 +24,21 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     #: offsets.topic.num.partitions
     offsets_partitions: int = 50
+    #: offsets.retention.check.interval.ms: how long a classic group stays Empty with no committed
+    #: offsets before it is deleted (Kafka deletes such groups at its next retention check).
+    offsets_retention_check_interval_ms: int = 600_000
+
+    # -- classic groups (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) -----------------------------
+
+    #: group.min.session.timeout.ms: the shortest session timeout a JoinGroup may ask for.
+    classic_min_session_timeout_ms: int = 6_000
+    #: group.max.session.timeout.ms: the longest.
+    classic_max_session_timeout_ms: int = 1_800_000
+    #: group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits for more
+    #: members (extended by the same delay each time one joins, up to the rebalance timeout).
+    classic_initial_rebalance_delay_ms: int = 3_000
+    #: group.max.size: members per classic group.
+    classic_max_size: int = 2**31 - 1
+    #: how long a new member's JoinGroup may stay parked before the member is dropped (Kafka's fixed
+    #: 5 minutes: the client retries if it is still there).
+    classic_new_member_join_timeout_ms: int = 300_000

@@ -1,4 +1,4 @@
-"""The coordinator process: consumer groups (KIP-848) and offsets in ``__consumer_offsets``.
+"""The coordinator process: consumer groups (KIP-848), classic groups and offsets in ``__consumer_offsets``.
 
 Registers under its lease, shares the ``__consumer_offsets`` partitions with the other
 instances (``runtime.py``) and serves the GroupCoordinator gRPC service (``servicer.py``).
@@ -12,8 +12,9 @@ import contextlib
 from typing import Any
 
 import grpc
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from services.coordinator.classic_service import ClassicGroupService
 from services.coordinator.config import GroupConfig
 from services.coordinator.metrics import LagMonitor, coordinator_metrics
 from services.coordinator.runtime import CoordinatorRuntime
@@ -32,6 +33,19 @@ class CoordinatorSettings(ServiceSettings):
     group_consumer_max_size: int = Field(2**31 - 1, ge=1, description="group.consumer.max.size")
     offsets_retention_minutes: int = Field(7 * 24 * 60, ge=1, description="offsets.retention.minutes")
     offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
+    group_min_session_timeout_ms: int = Field(6_000, ge=1, le=2**31 - 1, description="group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = Field(1_800_000, ge=1, le=2**31 - 1,
+                                              description="group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = Field(3_000, ge=0, le=2**31 - 1,
+                                                  description="group.initial.rebalance.delay.ms")
+    group_max_size: int = Field(2**31 - 1, ge=1, description="group.max.size (classic groups)")
+
+    @model_validator(mode="after")
+    def _check_session_bounds(self) -> CoordinatorSettings:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError(f"group.min.session.timeout.ms ({self.group_min_session_timeout_ms}) is above "
+                             f"group.max.session.timeout.ms ({self.group_max_session_timeout_ms})")
+        return self
     metrics_lag_interval_ms: int = Field(2000, ge=100, le=600_000,
                                          description="how often consumer lag is computed for /metrics")
 
@@ -48,14 +62,20 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             max_size=s.group_consumer_max_size,
             offsets_retention_ms=s.offsets_retention_minutes * 60_000,
             offset_metadata_max_bytes=s.offset_metadata_max_bytes,
+            classic_min_session_timeout_ms=s.group_min_session_timeout_ms,
+            classic_max_session_timeout_ms=s.group_max_session_timeout_ms,
+            classic_initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+            classic_max_size=s.group_max_size,
         )
         self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config)
+        self.classic = ClassicGroupService(self.runtime)
+        self._classic_task: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self._metrics: Any = None
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        servicer = GroupCoordinatorServicer(self.runtime)
+        servicer = GroupCoordinatorServicer(self.runtime, self.classic)
         if self.settings.metrics_port >= 0:
             servicer.metrics = coordinator_metrics(lambda: self.runtime.partitions)
         cpb_grpc.add_GroupCoordinatorServicer_to_server(servicer, server)
@@ -72,16 +92,18 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
         reg = await self.store.register(self.store.keys.service(self.role, self.instance), self.registration_value(),
                                         self.settings.session_timeout_s, on_lost=self.runtime.lease_lost)
         await self.runtime.start(reg)
+        self._classic_task = asyncio.ensure_future(self.classic.run_timers())
         if self._metrics is not None:
             monitor = LagMonitor(self._metrics, self.store, lambda: self.runtime.view.brokers, self._broker_stub,
                                  self.settings.metrics_lag_interval_ms / 1000)
             self._lag_task = asyncio.ensure_future(monitor.run())
 
     async def stop(self) -> None:
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lag_task
+        for task in (self._lag_task, self._classic_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.runtime.stop()
         for ch in self._channels.values():
             await ch.close()

@@ -26,7 +26,8 @@ from shared.proto import tidelog_pb2 as pb
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
-GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable")
+#: Consumer groups' states, then classic groups' own.
+GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "PreparingRebalance", "CompletingRebalance")
 Committed = dict[tuple[str, TopicPartition], int]
 
 
@@ -77,7 +78,8 @@ class CoordinatorMetrics(Collector):
         epochs = GaugeMetricFamily("tidelog_coordinator_group_epoch", "Group epoch (bumps on every assignment "
                                    "change)", labels=["group"])
         for shard in shards:
-            for gid, g in list(shard.groups.items()):
+            classic = getattr(shard, "classic", None)
+            for gid, g in list(shard.groups.items()) + list(classic.groups.items() if classic is not None else ()):
                 state = _state(g)
                 if state is None:
                     continue

@@ -8,6 +8,8 @@ files define them:
     type 1  OffsetCommitKey v0 (non-flexible): group string, topic string, partition int32
             OffsetCommitValue v3 (non-flexible): offset int64, leaderEpoch int32,
                                                   metadata string, commitTimestamp int64
+    type 2  GroupMetadataKey (non-flexible): group string -- a classic group; its value
+            (GroupMetadataValue) is encoded in classic_records.py
     type 3  ConsumerGroupMetadataKey: GroupId string
             ConsumerGroupMetadataValue v0 (flexible): Epoch int32, tagged fields
     type 5  ConsumerGroupMemberMetadataKey: GroupId, MemberId
@@ -195,7 +197,7 @@ def encode_key(k: RecordKey) -> bytes:
     head = struct.pack(">h", k.type)
     if k.type == OFFSET_COMMIT:
         return head + _str16(k.group_id) + _str16(k.topic) + struct.pack(">i", k.partition)
-    if k.type in (GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
+    if k.type in (GROUP_METADATA_CLASSIC, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
         return head + _str16(k.group_id)
     if k.type in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
         return head + _str16(k.group_id) + _str16(k.member_id)
@@ -203,12 +205,12 @@ def encode_key(k: RecordKey) -> bytes:
 
 
 def decode_key(data: bytes) -> RecordKey | None:
-    """The key, or None for a record type this coordinator does not use (classic groups, share groups...)."""
+    """The key, or None for a record type this coordinator does not use (share groups...)."""
     r = _Reader(data)
     t = r.int(">h")
     if t in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
         return RecordKey(OFFSET_COMMIT, r.str16(), topic=r.str16(), partition=r.int(">i"))
-    if t in (GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
+    if t in (GROUP_METADATA_CLASSIC, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
         return RecordKey(t, r.str16())
     if t in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
         return RecordKey(t, r.str16(), member_id=r.str16())

@@ -45,6 +45,16 @@ class PartitionRuntime:
     writer: PartitionWriter | None = None
     loaded: bool = False
     stats: dict[str, Any] = field(default_factory=dict)
+    #: parked classic-group requests (JoinGroup, SyncGroup) by ticket: failed with NOT_COORDINATOR on unload
+    waiters: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    #: the last classic-group write: answers that need no write of their own still wait for it
+    last_write: asyncio.Future[int] | None = None
+
+    def fail_waiters(self, why: str) -> None:
+        for fut in self.waiters.values():
+            if not fut.done():
+                fut.set_exception(fail(ErrorCode.NOT_COORDINATOR, f"partition {self.partition}: {why}"))
+        self.waiters.clear()
 
 
 class CoordinatorRuntime:
@@ -223,6 +233,8 @@ class CoordinatorRuntime:
         pr = self.partitions.pop(p, None)
         if pr is None:
             return
+        pr.loaded = False
+        pr.fail_waiters("partition unloaded")
         if pr.writer is not None:
             await pr.writer.close()
         if delete_key:

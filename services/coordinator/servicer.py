@@ -1,4 +1,5 @@
-"""gRPC servicer of the GroupCoordinator service: protobuf in, shard calls, protobuf out. Translation only."""
+"""gRPC servicer of the GroupCoordinator service: protobuf in, shard calls, protobuf out. Translation only.
+The classic group protocol's methods are in ``classic_rpc.py``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Any
 
-from services.coordinator.group import STATE_NAMES, GroupError, fail
+from services.coordinator.classic_group import STABLE, ClassicGroup
+from services.coordinator.classic_rpc import ClassicGroupRpcs, peer_host
+from services.coordinator.classic_service import ClassicGroupService
+from services.coordinator.consumer_protocol import PROTOCOL_TYPE, assigned_partitions, subscribed_topics
+from services.coordinator.group import STATE_NAMES, ConsumerGroup, GroupError, fail
 from services.coordinator.membership import HeartbeatRequest
-from services.coordinator.runtime import CoordinatorRuntime
+from services.coordinator.runtime import CoordinatorRuntime, PartitionRuntime
 from services.coordinator.shard import OffsetCommit
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import ErrorCode
@@ -35,9 +40,10 @@ def from_tps(tps: Iterable[TopicPartition]) -> list[cpb.TopicPartitions]:
 STREAM_IN_FLIGHT = 64
 
 
-class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+class GroupCoordinatorServicer(ClassicGroupRpcs, cpb_grpc.GroupCoordinatorServicer):
+    def __init__(self, runtime: CoordinatorRuntime, classic: ClassicGroupService | None = None) -> None:
         self.rt = runtime
+        self.classic = classic or ClassicGroupService(runtime)
         self.metrics: Any = None  # services.coordinator.metrics.CoordinatorMetrics when metrics are on
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
@@ -53,7 +59,7 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
                 subscribed_topic_names=list(request.subscribed_topic_names),
                 subscribed_topic_regex=request.subscribed_topic_regex or None,
                 server_assignor=request.server_assignor or None, owned=to_tps(request.owned_partitions),
-                client_id=request.client_id, client_host=_host(context.peer() or ""))
+                client_id=request.client_id, client_host=peer_host(context.peer() or ""))
             result, recs = pr.shard.heartbeat(req, self.rt.now_ms())
             await self.rt.write(pr, recs)
         except GroupError as exc:
@@ -79,7 +85,7 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
         try:
             pr = self.rt.runtime_for(request.group_id)
             errors, recs = pr.shard.commit_offsets(request.group_id, request.member_id, request.member_epoch, commits,
-                                                   self.rt.now_ms())
+                                                   self.rt.now_ms(), request.group_instance_id or None)
             written = self.rt.submit(pr, recs)
         except GroupError as exc:
             return _answered(cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc)))
@@ -160,13 +166,10 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
             except GroupError as exc:
                 resp.groups.add(group_id=gid, error_code=exc.code, error_message=str(exc), state="Dead")
                 continue
-            dg = resp.groups.add(group_id=gid, state=g.state, group_epoch=g.epoch, assignment_epoch=g.target_epoch,
-                                 assignor=g.assignor_name(), coordinator_partition=pr.partition)
-            for m in sorted(g.members.values(), key=lambda m: m.member_id):
-                dg.members.add(member_id=m.member_id, instance_id=m.instance_id or "", client_id=m.client_id,
-                               client_host=m.client_host, member_epoch=m.epoch, state=STATE_NAMES.get(m.state, "UNKNOWN"),
-                               assignment=from_tps(m.assigned), target_assignment=from_tps(g.target.get(m.member_id, ())),
-                               subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=m.regex or "")
+            if isinstance(g, ClassicGroup):
+                _describe_classic(resp.groups.add(), g, pr)
+            else:
+                _describe_consumer(resp.groups.add(), g, pr)
         return resp
 
     async def ListGroups(self, request: cpb.ListGroupsRequest, context: Any) -> cpb.ListGroupsResponse:
@@ -176,7 +179,12 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
                 continue
             for gid in pr.shard.group_ids():
                 g = pr.shard.describe(gid)
-                resp.groups.add(group_id=gid, state=g.state if g else "Empty", members=len(g.members) if g else 0)
+                if isinstance(g, ClassicGroup):
+                    resp.groups.add(group_id=gid, state=g.state, members=len(g.members),
+                                    protocol_type=g.protocol_type or "", group_type="classic")
+                else:
+                    resp.groups.add(group_id=gid, state=g.state if g else "Empty", members=len(g.members) if g else 0,
+                                    protocol_type=PROTOCOL_TYPE, group_type="consumer")
         return resp
 
     async def DeleteGroups(self, request: cpb.DeleteGroupsRequest, context: Any) -> cpb.DeleteGroupsResponse:
@@ -193,11 +201,34 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
         return resp
 
 
-def _host(peer: str) -> str:
-    """gRPC's ``ipv4:127.0.0.1:5000`` as Kafka shows a client host: ``/127.0.0.1``."""
-    kind, _, rest = peer.partition(":")
-    host = rest.rpartition(":")[0] if kind in ("ipv4", "ipv6") else peer
-    return "/" + host.strip("[]") if host else ""
+def _describe_consumer(dg: cpb.DescribedGroup, g: ConsumerGroup, pr: PartitionRuntime) -> None:
+    dg.MergeFrom(cpb.DescribedGroup(group_id=g.group_id, state=g.state, group_epoch=g.epoch,
+                                    assignment_epoch=g.target_epoch, assignor=g.assignor_name(),
+                                    coordinator_partition=pr.partition, protocol_type=PROTOCOL_TYPE,
+                                    group_type="consumer"))
+    for m in sorted(g.members.values(), key=lambda m: m.member_id):
+        dg.members.add(member_id=m.member_id, instance_id=m.instance_id or "", client_id=m.client_id,
+                       client_host=m.client_host, member_epoch=m.epoch, state=STATE_NAMES.get(m.state, "UNKNOWN"),
+                       assignment=from_tps(m.assigned), target_assignment=from_tps(g.target.get(m.member_id, ())),
+                       subscribed_topic_names=m.subscribed_topics, subscribed_topic_regex=m.regex or "")
+
+
+def _describe_classic(dg: cpb.DescribedGroup, g: ClassicGroup, pr: PartitionRuntime) -> None:
+    """Kafka's DescribeGroups of a classic group (members' metadata only once Stable), plus the topics and
+    partitions read from the consumer protocol's bytes."""
+    dg.MergeFrom(cpb.DescribedGroup(group_id=g.group_id, state=g.state, group_epoch=g.generation,
+                                    assignment_epoch=g.generation, assignor=g.protocol_name or "",
+                                    coordinator_partition=pr.partition, protocol_type=g.protocol_type or "",
+                                    group_type="classic"))
+    consumer = g.protocol_type == PROTOCOL_TYPE
+    for m in g.members.values():
+        metadata = m.metadata(g.protocol_name) if g.state == STABLE else b""
+        tps = assigned_partitions(m.assignment) if consumer else None
+        topics = subscribed_topics(m.metadata(g.protocol_name)) if consumer and g.protocol_name else None
+        dg.members.add(member_id=m.member_id, instance_id=m.instance_id or "", client_id=m.client_id,
+                       client_host=m.client_host, member_epoch=g.generation, member_metadata=metadata,
+                       member_assignment=m.assignment, assignment=from_tps(tps or ()),
+                       subscribed_topic_names=sorted(topics or ()))
 
 
 def _topic_errors(errors: dict[TopicPartition, int]) -> list[cpb.TopicErrors]:

@@ -61,8 +61,12 @@ def describe(group: str, as_json: bool, bootstrap: str | None, rest: str | None,
     if as_json:
         click.echo(json.dumps(g, indent=2))
         return
-    click.echo(f"Group: {g['group_id']}  State: {g['state']}  GroupEpoch: {g['group_epoch']}  "
-               f"AssignmentEpoch: {g['assignment_epoch']}  Assignor: {g['assignor']}")
+    if g.get("group_type") == "classic":
+        click.echo(f"Group: {g['group_id']}  Type: classic  State: {g['state']}  Generation: {g['group_epoch']}  "
+                   f"ProtocolType: {g.get('protocol_type') or '-'}  Protocol: {g['assignor'] or '-'}")
+    else:
+        click.echo(f"Group: {g['group_id']}  State: {g['state']}  GroupEpoch: {g['group_epoch']}  "
+                   f"AssignmentEpoch: {g['assignment_epoch']}  Assignor: {g['assignor']}")
     _table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"],
            [[p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag"], p["member_id"]]
             for p in g["partitions"]])

@@ -38,7 +38,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, is_optional
 from kio.static.primitive import TZAware, i32Timedelta, i64Timedelta
 
 _API_KEY_AND_VERSION = struct.Struct(">hh")
@@ -166,13 +166,18 @@ def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
 
 
 @cache
+def _nullable(f: dataclasses.Field[Any]) -> bool:
+    return is_optional(f)
+
+
+@cache
 def _kind(f: dataclasses.Field[Any]) -> Any:
     return classify_field(f)
 
 
 def _convert(f: dataclasses.Field[Any], value: Any) -> Any:
-    if value is None:
-        return None
+    if value is None:  # null where this version allows it, else the field's zero ("" for a string before v7...)
+        return None if _nullable(f) else _zero(f)
     kind = _kind(f)
     if isinstance(kind, EntityTupleField):
         return tuple(v if dataclasses.is_dataclass(v) else build(kind.type_, v) for v in value)
@@ -196,11 +201,10 @@ def _convert(f: dataclasses.Field[Any], value: Any) -> Any:
 
 def _zero(f: dataclasses.Field[Any]) -> Any:
     kind = _kind(f)
+    if _nullable(f):
+        return None
     if kind.is_array:
         return ()
-    t = f.type
-    if "None" in str(t):
-        return None
     if isinstance(kind, EntityField):
         return build(kind.type_)
     pt = kind.type_

@@ -80,6 +80,26 @@ class GroupCoordinatorStub:
                 request_serializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/JoinGroup',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/SyncGroup',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/Heartbeat',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/LeaveGroup',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -163,6 +183,49 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JoinGroup(self, request, context):
+        """-- classic groups (Kafka's JoinGroup / SyncGroup / Heartbeat / LeaveGroup, same rules and codes) --
+        A group id is either a consumer group or a classic group: a JoinGroup for a non-empty consumer
+        group (and a ConsumerGroupHeartbeat for a non-empty classic group) answers
+        INCONSISTENT_GROUP_PROTOCOL (23); an empty group of the other kind is taken over (its committed
+        offsets stay). Classic groups commit offsets with OffsetCommit, member_epoch = generation id.
+
+        Long poll: answered when the join phase completes (up to the group's rebalance timeout, plus
+        group.initial.rebalance.delay.ms for a new group): callers must allow that long. A member
+        without an id (api_version >= 4) first gets MEMBER_ID_REQUIRED (79) with its new member_id and
+        joins again with it. The leader's response lists every member's metadata; the others' is empty.
+        Errors: INVALID_SESSION_TIMEOUT (26), INCONSISTENT_GROUP_PROTOCOL (23), UNKNOWN_MEMBER_ID (25),
+        FENCED_INSTANCE_ID (82), GROUP_MAX_SIZE_REACHED (81), REBALANCE_IN_PROGRESS (27) for a request a
+        newer JoinGroup of the same member replaced, INVALID_GROUP_ID (24).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Long poll while the group completes its rebalance: the leader sends every member's assignment,
+        each member gets its own once the leader's is committed. ILLEGAL_GENERATION (22),
+        REBALANCE_IN_PROGRESS (27): join again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """REBALANCE_IN_PROGRESS (27): join again; ILLEGAL_GENERATION (22), UNKNOWN_MEMBER_ID (25),
+        FENCED_INSTANCE_ID (82).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """LeaveGroup v3+: a batch of members, by member id or (static members) by group_instance_id alone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -210,6 +273,26 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.JoinGroupRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.SyncGroupRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.HeartbeatRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.LeaveGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -455,6 +538,114 @@ class GroupCoordinator:
             '/tidelog.v1.GroupCoordinator/DeleteGroups',
             shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/JoinGroup',
+            shared_dot_proto_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/SyncGroup',
+            shared_dot_proto_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/Heartbeat',
+            shared_dot_proto_dot_coordinator__pb2.HeartbeatRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/LeaveGroup',
+            shared_dot_proto_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.LeaveGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

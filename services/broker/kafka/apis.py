@@ -51,6 +51,7 @@ class KafkaApis:
         self.broker = broker  # services.broker.api.BrokerApi: the request layer both doors share
         self.pipeline = pipeline
         self.fetch_sessions: Any = None  # services.broker.kafka.fetch.FetchSessions
+        self.groups: Any = None  # services.broker.kafka.group_routing.CoordinatorRouter
         self.handlers: dict[int, Handler] = {}
         self.versions: dict[int, tuple[int, int]] = {}
 
@@ -65,6 +66,10 @@ class KafkaApis:
         if values is not None and "throttle_time" not in values:
             values = {**values, "throttle_time": throttle_ms}
         return (None if values is None else build(request.api.response, values)), throttle_ms
+
+    async def close(self) -> None:
+        if self.groups is not None:
+            await self.groups.close()
 
     def api_versions(self) -> list[dict[str, int]]:
         return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.versions.items())]

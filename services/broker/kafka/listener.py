@@ -64,6 +64,7 @@ class KafkaListener:
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 5)
+        await self.apis.close()
 
     @property
     def connection_count(self) -> int:

@@ -24,7 +24,7 @@ from services.broker.metadata_cache import ClusterView
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode, TidelogError
 from shared.kafka.messages import RequestFrame
-from shared.offsets_topic import OFFSETS_TOPIC, locate
+from shared.offsets_topic import OFFSETS_TOPIC, locate, partition_for
 from shared.topic_names import validate_topic_name
 from shared.types import TopicPartition
 
@@ -146,6 +146,17 @@ async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: Reque
     return {"error_code": int(a.error), "producer_id": a.producer_id, "producer_epoch": a.producer_epoch}, 0
 
 
+def coordinator_node(apis: KafkaApis, group_id: str) -> int:
+    """The broker Kafka clients are sent to for ``group_id``: the leader of its ``__consumer_offsets``
+    partition when it has a Kafka listener, else this broker (every broker forwards group requests)."""
+    view = apis.broker.rm.view
+    topic = view.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return apis.broker.broker_id
+    st = view.partitions.get(TopicPartition(OFFSETS_TOPIC, partition_for(group_id, len(topic.assignment))))
+    return st.leader if st is not None and st.leader in kafka_brokers(view) else apis.broker.broker_id
+
+
 def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
     view = apis.broker.rm.view
     none = {"key": key, "node_id": -1, "host": "", "port": -1}
@@ -161,8 +172,7 @@ def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
         return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "error_message": f"no coordinator owns {OFFSETS_TOPIC} partition {p} yet"}
     brokers = kafka_brokers(view)
-    st = view.partitions.get(TopicPartition(OFFSETS_TOPIC, p))
-    node = st.leader if st is not None and st.leader in brokers else apis.broker.broker_id
+    node = coordinator_node(apis, key)
     if node not in brokers:
         return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": "no broker listens"}
     host, port, _ = brokers[node]

@@ -7,8 +7,14 @@ shaped for that version by ``shared.kafka.messages.build``), and nothing is clai
 from __future__ import annotations
 
 from services.broker.api import BrokerApi
-from services.broker.kafka import fetch, metadata, produce
+from services.broker.kafka import (
+    fetch,
+    groups,
+    metadata,
+    produce,
+)
 from services.broker.kafka.apis import KafkaApis, handle_api_versions
+from services.broker.kafka.group_routing import CoordinatorRouter
 
 API_VERSIONS = 18
 API_VERSIONS_VERSIONS = (0, 4)
@@ -17,6 +23,7 @@ API_VERSIONS_VERSIONS = (0, 4)
 def kafka_apis(broker: BrokerApi) -> KafkaApis:
     apis = KafkaApis(broker, broker.pipeline)
     apis.fetch_sessions = fetch.FetchSessions()
+    apis.groups = CoordinatorRouter(broker)
     apis.register(API_VERSIONS, API_VERSIONS_VERSIONS, handle_api_versions)
     apis.register(produce.API_KEY, produce.VERSIONS, produce.handle)
     apis.register(fetch.API_KEY, fetch.VERSIONS, fetch.handle)
@@ -24,4 +31,5 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     apis.register(metadata.LIST_OFFSETS, metadata.LIST_OFFSETS_VERSIONS, metadata.handle_list_offsets)
     apis.register(metadata.FIND_COORDINATOR, metadata.FIND_COORDINATOR_VERSIONS, metadata.handle_find_coordinator)
     apis.register(metadata.INIT_PRODUCER_ID, metadata.INIT_PRODUCER_ID_VERSIONS, metadata.handle_init_producer_id)
+    groups.register(apis)
     return apis

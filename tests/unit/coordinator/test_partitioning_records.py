@@ -65,7 +65,9 @@ def test_kip848_records_round_trip() -> None:
     assert r.encode_group_metadata(1, 2) == struct.pack(">hi", 0, 1) + b"\x01\x00\x08" + struct.pack(">q", 2)
     key = r.encode_key(r.RecordKey(r.CURRENT_MEMBER_ASSIGNMENT, "g", "m"))
     assert key == struct.pack(">h", 8) + b"\x00\x01g\x00\x01m"
-    assert r.decode_key(struct.pack(">h", 2) + b"\x00\x01g") is None  # classic groups: not ours
+    # GroupMetadataKey (type 2): a classic group (its value is tested in test_classic_group.py).
+    assert r.decode_key(struct.pack(">h", 2) + b"\x00\x01g") == r.RecordKey(r.GROUP_METADATA_CLASSIC, "g")
+    assert r.encode_key(r.RecordKey(r.GROUP_METADATA_CLASSIC, "g")) == struct.pack(">h", 2) + b"\x00\x01g"
 
 
 def test_unknown_and_truncated_records() -> None:
