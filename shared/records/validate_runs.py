@@ -38,7 +38,7 @@ MAX_SHORT_RUNS = 4
 _MAX_FIXED = 256
 #: Longest timestamp-delta varint decoded here (56 bits fit an int64); longer ones go to the walk.
 _MAX_TS_BYTES = 8
-#: Offset deltas are int32: at most 5 bytes.
+#: Offset deltas (and every other 32-bit varint) take at most 5 bytes, as Kafka reads them.
 _MAX_OFFSET_BYTES = 5
 #: Records shorter than a window (8 bytes) are left to the other checks.
 _WINDOW = 8
@@ -111,11 +111,15 @@ def record_layout(data: bytes | memoryview, pos: int, stop: int, index: int) -> 
 
 
 def _varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
-    """A zig-zag varint at ``p`` and where it ends (one-byte ones without the general loop)."""
+    """A zig-zag varint of a 32-bit field at ``p`` and where it ends (one-byte ones without the general
+    loop). Longer than 5 bytes it is not what Kafka reads: left to the walk, which refuses it."""
     b = data[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
-    return decode_zigzag(data, p)
+    value, end = decode_zigzag(data, p)
+    if end - p > _MAX_OFFSET_BYTES:
+        raise CorruptRecordError("a varint longer than 5 bytes for a 32-bit field")
+    return value, end
 
 
 def _layout(data: bytes | memoryview, pos: int, stop: int, index: int) -> Layout | None:
@@ -125,7 +129,7 @@ def _layout(data: bytes | memoryview, pos: int, stop: int, index: int) -> Layout
     if length < 1 or end > stop or length + p - pos < _WINDOW:
         return None
     fixed = list(range(p - pos))
-    ts_delta, q = dz(data, p + 1)  # after the unused attributes byte
+    ts_delta, q = decode_zigzag(data, p + 1)  # after the unused attributes byte: a varlong
     ts = (p + 1 - pos, q - p - 1)
     offset_delta, r = dz(data, q)
     off = (q - pos, r - q)

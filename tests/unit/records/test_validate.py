@@ -1,5 +1,6 @@
-"""Produce-side validation (as Kafka's LogValidator): hand-made poison batches, one per rule, and the
-broker's recompression to the topic's compression.type."""
+"""Produce-side validation (as Kafka's LogValidator): hand-made poison batches, one per rule, each refused
+with Kafka's error code (or the deviation ``shared.records.validate`` documents), and the broker's
+recompression to the topic's compression.type. The shapes real clients write: test_kafka_client_shapes."""
 
 from __future__ import annotations
 
@@ -10,12 +11,19 @@ import pytest
 from services.broker.log import PartitionLog
 from services.broker.log.validation import validate_produce
 from shared.config import LogConfig
-from shared.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, TidelogError
+from shared.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    TidelogError,
+)
 from shared.records.builder import BatchBuilder, encode_batch
 from shared.records.compression import CompressionType
 from shared.records.decoder import decode_batch, iter_records
-from shared.records.header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, check_batch, pack_header
-from shared.records.validate import validate_produced
+from shared.records.header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, pack_header
+from shared.records.validate import ProducedSection, produced_batches, validate_produced
 
 TS = 1_700_000_000_000
 
@@ -25,9 +33,10 @@ def rows(n: int, headers: bool = False) -> list[tuple[int, bytes | None, bytes |
 
 
 def forge(body: bytes, count: int, *, last_delta: int | None = None, attributes: int = 0, base_ts: int = TS,
-          max_ts: int = TS, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+          max_ts: int = TS, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+          base_offset: int = 0) -> bytes:
     """A batch with a correct CRC around any records section and header fields."""
-    header = pack_header(body, base_offset=0, records_count=count,
+    header = pack_header(body, base_offset=base_offset, records_count=count,
                          last_offset_delta=count - 1 if last_delta is None else last_delta, base_timestamp=base_ts,
                          max_timestamp=max_ts, attributes=attributes, producer_id=producer_id,
                          producer_epoch=producer_epoch, base_sequence=base_sequence, partition_leader_epoch=-1)
@@ -38,8 +47,10 @@ def body_of(batch: bytes) -> bytes:
     return batch[61:]
 
 
-def check(batch: bytes) -> None:
-    validate_produced(batch, 0, check_batch(batch))
+def check(batch: bytes, max_message_bytes: int = 1 << 20) -> ProducedSection:
+    """The produce path's checks on one batch, in the broker's order (framing and CRC, then the rest)."""
+    [(pos, h)] = produced_batches(batch, max_message_bytes)
+    return validate_produced(batch, pos, h)
 
 
 @pytest.mark.parametrize("n,headers", [(1, False), (3, True), (40, False), (40, True), (1000, False)])
@@ -56,19 +67,19 @@ def test_batches_of_the_independent_kafka_python_codec_pass() -> None:
 
 @pytest.mark.parametrize("n", [3, 40])
 def test_garbage_records_under_a_correct_crc(n: int) -> None:
-    with pytest.raises(CorruptRecordError, match="record 0"):
+    with pytest.raises(InvalidRecordError, match="record 0"):  # Kafka: INVALID_RECORD under a good CRC
         check(forge(b"\xff" * 200, n))
 
 
 def test_undecompressible_records() -> None:
     for codec in (1, 2, 3, 4):
-        with pytest.raises(CorruptRecordError, match="decompress"):
+        with pytest.raises(InvalidRecordError, match="decompress"):  # Kafka: UNKNOWN_SERVER_ERROR (deviation)
             check(forge(b"not compressed at all" * 5, 3, attributes=codec))
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unknown_codec(codec: int) -> None:
-    with pytest.raises(CorruptRecordError, match=f"unknown compression type {codec}"):
+    with pytest.raises(InvalidRecordError, match=f"unknown compression type {codec}"):  # Kafka: UNKNOWN_SERVER_ERROR
         check(forge(body_of(encode_batch(rows(3))), 3, attributes=codec))
 
 
@@ -76,7 +87,7 @@ def test_unknown_codec(codec: int) -> None:
 def test_count_lies_name_the_first_missing_record(n: int) -> None:
     good = encode_batch(rows(n))
     h = BatchHeader.parse(good)
-    with pytest.raises(CorruptRecordError, match=f"record {n}:"):
+    with pytest.raises(InvalidRecordError, match=f"record {n}:"):  # Kafka: "premature EOF" INVALID_RECORD
         check(forge(body_of(good), 1001, max_ts=h.max_timestamp))
     with pytest.raises(InvalidRecordError, match="lastOffsetDelta 1000 and record count 3"):
         check(forge(body_of(good), 3, last_delta=1000, max_ts=h.max_timestamp))
@@ -85,9 +96,9 @@ def test_count_lies_name_the_first_missing_record(n: int) -> None:
 def test_fewer_claimed_records_leave_trailing_bytes() -> None:
     good = encode_batch(rows(3))
     h = BatchHeader.parse(good)
-    with pytest.raises(CorruptRecordError, match="bytes after the last record"):
+    with pytest.raises(InvalidRecordError, match="bytes after the last record"):  # Kafka: "records still remaining"
         check(forge(body_of(good), 2, max_ts=h.max_timestamp))
-    with pytest.raises(CorruptRecordError, match="bytes after the last record"):
+    with pytest.raises(InvalidRecordError, match="bytes after the last record"):
         check(forge(body_of(good) + b"\x00", 3, max_ts=h.max_timestamp))
 
 
@@ -99,19 +110,24 @@ def test_control_bit_and_flags_only_the_broker_sets() -> None:
                     producer_id=1, producer_epoch=0, base_sequence=0))
     with pytest.raises(InvalidRecordError, match="delete horizon"):
         check(forge(body_of(good), 3, attributes=0x40, max_ts=h.max_timestamp))
-    with pytest.raises(InvalidRecordError, match="unused attribute bits"):
-        check(forge(body_of(good), 3, attributes=0x100, max_ts=h.max_timestamp))
     with pytest.raises(InvalidTimestampError, match="LogAppendTime"):
         check(forge(body_of(good), 3, attributes=0x08, max_ts=h.max_timestamp))
+    for unused in (0x80, 0x100, -0x8000):  # bits 7-15 (15 is the int16 sign): Kafka ignores them, so do we
+        check(forge(body_of(good), 3, attributes=unused, max_ts=h.max_timestamp))
 
 
-def test_producer_fields_must_be_consistent() -> None:
+def test_producer_fields_are_read_only_with_a_producer_id() -> None:
+    """Kafka checks the sequence only when the batch has a producer id (>= 0): kafkajs without idempotence
+    writes producerId -1, epoch 0, baseSequence 0 and must be accepted."""
     good = encode_batch(rows(3))
     mt = BatchHeader.parse(good).max_timestamp
-    for fields in ({"producer_id": 5, "producer_epoch": 0, "base_sequence": -1},
-                   {"producer_id": -1, "base_sequence": 4}, {"producer_id": -7}):
-        with pytest.raises(InvalidRecordError):
-            check(forge(body_of(good), 3, max_ts=mt, **fields))
+    for fields in ({"producer_id": -1, "producer_epoch": 0, "base_sequence": 0},
+                   {"producer_id": -1, "producer_epoch": -1, "base_sequence": 4}, {"producer_id": -7}):
+        check(forge(body_of(good), 3, max_ts=mt, **fields))
+    with pytest.raises(InvalidRecordError, match="invalid sequence number -1 in a batch with producer id 5"):
+        check(forge(body_of(good), 3, max_ts=mt, producer_id=5, producer_epoch=0, base_sequence=-1))
+    with pytest.raises(InvalidRecordError, match="invalid producer epoch -1"):  # a documented deviation
+        check(forge(body_of(good), 3, max_ts=mt, producer_id=5, producer_epoch=-1, base_sequence=0))
     with pytest.raises(InvalidRecordError, match="transactional"):
         check(forge(body_of(good), 3, max_ts=mt, attributes=ATTR_TRANSACTIONAL))
 
@@ -126,10 +142,19 @@ def test_offset_deltas_must_be_zero_to_n_minus_one(n: int) -> None:
 
 
 @pytest.mark.parametrize("n", [3, 40])
-def test_max_timestamp_must_match_the_records(n: int) -> None:
-    good = encode_batch(rows(n))
-    with pytest.raises(InvalidRecordError, match="maxTimestamp"):
-        check(forge(body_of(good), n, max_ts=TS + 999))
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=lambda c: c.name.lower())
+def test_a_wrong_max_timestamp_is_set_to_the_records_max(n: int, codec: CompressionType) -> None:
+    """Kafka's LogValidator sets a client batch's maxTimestamp to its records' max (new CRC) rather than
+    refuse it; so does the broker, and the stored batch reads back with it."""
+    good = encode_batch(rows(n), compression=codec)
+    h = BatchHeader.parse(good)
+    for wrong in (TS + 999, TS - 5, -1):
+        lying = forge(body_of(good), n, max_ts=wrong, attributes=codec)
+        assert check(lying).max_timestamp == h.max_timestamp
+        view, [(pos, fixed)] = validate_produce(lying, LogConfig())
+        assert fixed.max_timestamp == h.max_timestamp and bytes(view) == good
+    view, _ = validate_produce(good, LogConfig())
+    assert view.obj is good  # a right one is appended as sent, not copied
 
 
 def test_bad_lengths_and_headers_name_the_record() -> None:
@@ -138,12 +163,100 @@ def test_bad_lengths_and_headers_name_the_record() -> None:
     b.append(b"bad", None, TS, headers=[("\u00e9", b"x")])
     body = bytearray(b.close())
     body[body.index("\u00e9".encode())] = 0xFF  # the second record's header key is no longer UTF-8
-    with pytest.raises(CorruptRecordError, match="record 1: a header key is not valid UTF-8"):
+    with pytest.raises(InvalidRecordError, match="record 1: a header key is not valid UTF-8"):
         check(forge(bytes(body), 2))
     one = bytearray(body_of(encode_batch([(TS, b"k", b"value", None)])))
-    one[4] = 0x7F  # key length -64
-    with pytest.raises(CorruptRecordError, match="record 0: key length -64"):
+    one[4] = 0x7F  # key length -64 (Kafka reads it as null: a documented deviation)
+    with pytest.raises(InvalidRecordError, match="record 0: key length -64"):
         check(forge(bytes(one), 1))
+
+
+def test_a_null_header_key_is_refused() -> None:
+    """Kafka: "Invalid negative header key size" (INVALID_RECORD); no client can write one."""
+    b = BatchBuilder()
+    b.append(b"v", b"k", TS, headers=[("h", b"x")])
+    body = bytearray(b.close())
+    at = bytes(body).rindex(b"\x02h\x02x")  # header key length 1 ("h"), value length 1
+    body[at] = 0x01  # key length -1: null
+    with pytest.raises(InvalidRecordError, match="record 0: header key length -1: a header key may not be null"):
+        check(forge(bytes(body), 1))
+
+
+def test_an_over_long_varint_is_refused_as_kafka_does() -> None:
+    """Kafka reads a 32-bit varint (lengths, offset delta) from at most 5 bytes: a key length 3 written in
+    6 bytes is INVALID_RECORD, whichever check path the batch takes."""
+    for n in (1, 40):
+        b = BatchBuilder()
+        for _ in range(n):
+            b.append(b"value", b"key", TS)
+        body = b.close()
+        long_body = bytearray()
+        pos = 0
+        for i in range(n):  # each record: length, attributes, ts delta, offset delta, key length 3 ...
+            length = body[pos] >> 1
+            rec = bytearray(body[pos + 1:pos + 1 + length])
+            key_at = 2 + (1 if i < 64 else 2)
+            rec[key_at:key_at + 1] = b"\x86\x80\x80\x80\x80\x00"  # 3, over-long
+            long_body += bytes([2 * len(rec)]) + rec
+            pos += 1 + length
+        with pytest.raises(InvalidRecordError, match="record 0: a varint of 6 bytes"):
+            check(forge(bytes(long_body), n))
+
+
+def test_the_payload_framing_in_kafkas_order() -> None:
+    """baseOffset other than 0 and magic 0/1 are INVALID_RECORD (Kafka's produce v3+); a length or CRC
+    fault is CORRUPT_MESSAGE; a batch above max.message.bytes is MESSAGE_TOO_LARGE, even with a bad CRC
+    (Kafka checks the size first)."""
+    good = encode_batch(rows(3))
+    mt = BatchHeader.parse(good).max_timestamp
+    with pytest.raises(InvalidRecordError, match="baseOffset of a produced batch should be 0, but it is 7"):
+        check(forge(body_of(good), 3, max_ts=mt, base_offset=7))
+    for magic, error in ((0, InvalidRecordError), (1, InvalidRecordError), (3, CorruptRecordError)):
+        old = bytearray(good)
+        old[16] = magic
+        with pytest.raises(error, match="magic"):
+            check(bytes(old))
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        check(bytes(bad_crc))
+    with pytest.raises(RecordTooLargeError):
+        check(bytes(bad_crc), max_message_bytes=len(good) - 1)
+    for payload in (b"", good[:40], good + good[:10], b"\x00" * 100):
+        with pytest.raises(CorruptRecordError):
+            produced_batches(payload, 1 << 20)
+
+
+def test_a_payload_larger_than_a_segment_is_record_list_too_large() -> None:
+    """Kafka: RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE) when the appended bytes exceed segment.bytes."""
+    batch = encode_batch(rows(30))
+    validate_produce(batch, LogConfig(segment_bytes=len(batch)))
+    with pytest.raises(RecordTooLargeError) as info:
+        validate_produce(batch, LogConfig(segment_bytes=len(batch) - 1))
+    assert info.value.code == ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+@pytest.mark.parametrize("n,codec", [(3, CompressionType.NONE), (40, CompressionType.NONE), (40, CompressionType.GZIP)])
+def test_timestamp_bounds_of_a_create_time_topic(n: int, codec: CompressionType) -> None:
+    """KIP-937: with the broker's time, timestamps beyond message.timestamp.before.max.ms in the past or
+    after.max.ms in the future are INVALID_TIMESTAMP; -1 (no timestamp) is never checked; LogAppendTime
+    topics and the default (Long.MAX_VALUE) check nothing."""
+    now = TS + 10_000
+    stamps = [TS + i for i in range(n)]
+    stamps[n // 2] = -1
+    batch = encode_batch([(ts, b"k", b"v", None) for ts in stamps], compression=codec)
+    bounded = {"message.timestamp.before.max.ms": 10_000, "message.timestamp.after.max.ms": 1000}
+    validate_produce(batch, LogConfig(extra=bounded), now_ms=now)
+    validate_produce(batch, LogConfig(), now_ms=now + 10**12)  # no bound by default
+    too_old = {**bounded, "message.timestamp.before.max.ms": 9_999}
+    with pytest.raises(InvalidTimestampError, match="record 0: timestamp"):
+        validate_produce(batch, LogConfig(extra=too_old), now_ms=now)
+    validate_produce(batch, LogConfig(extra=too_old))  # without the broker's time: not checked
+    validate_produce(batch, LogConfig(extra=too_old, log_append_time=True), now_ms=now)
+    future = {"message.timestamp.after.max.ms": 1000}
+    with pytest.raises(InvalidTimestampError, match=f"record {n - 1}: timestamp {TS + n - 1}"):
+        validate_produce(batch, LogConfig(extra=future), now_ms=TS + n - 1002)
+    validate_produce(batch, LogConfig(extra=future), now_ms=TS + n - 1001)
 
 
 def test_a_refused_payload_appends_nothing(tmp_path) -> None:
@@ -152,7 +265,7 @@ def test_a_refused_payload_appends_nothing(tmp_path) -> None:
     poison = forge(b"\x01" * 50, 3)
     with pytest.raises(TidelogError) as info:
         log.append_as_leader(encode_batch(rows(2)) + poison)  # a good batch first: still all or nothing
-    assert info.value.code == 2 and "record 0" in str(info.value)
+    assert info.value.code == ErrorCode.INVALID_RECORD and "record 0" in str(info.value)
     assert log.log_end_offset == 5
 
 
@@ -211,7 +324,7 @@ def test_a_decompression_bomb_is_refused_while_decompressing(codec: CompressionT
     monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 20_000)
     bomb = encode_batch([(TS, None, b"\x00" * 1000, None)] * 1000, compression=codec)  # 1 MB of zeros
     assert 32 * len(bomb) < 1_000_000
-    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+    with pytest.raises(InvalidRecordError, match="decompress to more than"):
         check(bomb)
     check(encode_batch([(TS, None, b"\x00" * 1000, None)] * 10, compression=codec))  # 10 KB: fine
 
