@@ -52,6 +52,7 @@ class KafkaApis:
         self.pipeline = pipeline
         self.fetch_sessions: Any = None  # services.broker.kafka.fetch.FetchSessions
         self.groups: Any = None  # services.broker.kafka.group_routing.CoordinatorRouter
+        self.consumer_members: Any = None  # services.broker.kafka.groups_consumer.MemberCache
         self.handlers: dict[int, Handler] = {}
         self.versions: dict[int, tuple[int, int]] = {}
 

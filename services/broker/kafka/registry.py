@@ -10,6 +10,7 @@ from services.broker.api import BrokerApi
 from services.broker.kafka import (
     fetch,
     groups,
+    groups_consumer,
     metadata,
     produce,
 )
@@ -32,4 +33,5 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     apis.register(metadata.FIND_COORDINATOR, metadata.FIND_COORDINATOR_VERSIONS, metadata.handle_find_coordinator)
     apis.register(metadata.INIT_PRODUCER_ID, metadata.INIT_PRODUCER_ID_VERSIONS, metadata.handle_init_producer_id)
     groups.register(apis)
+    groups_consumer.register(apis)
     return apis
