@@ -233,6 +233,11 @@ def peek_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, i
     return base, length + LOG_OVERHEAD
 
 
+def peek_attributes(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """The attributes of the batch at ``pos`` (compression in the low 3 bits), with no other check."""
+    return int(_INT16.unpack_from(buf, pos + _ATTRIBUTES_OFFSET)[0])
+
+
 def whole_batch_size(buf: bytes | bytearray | memoryview, pos: int, end: int) -> int | None:
     """The size of the batch at ``pos`` when ``buf[pos:end]`` holds all of it (header and records), else None."""
     if end - pos < HEADER_SIZE:

@@ -9,6 +9,8 @@ from services.broker.pipeline import RequestContext
 from services.broker.replica_manager import ProduceResult
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
+from shared.records.compression import CompressionType
+from shared.records.header import ATTR_COMPRESSION_MASK, peek_attributes, whole_batch_size
 from shared.types import TopicPartition
 
 API_KEY = 0
@@ -27,14 +29,33 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
                    for tp, _ in data}
         return (None if acks == 0 else _response(results)), 0
     timeout_ms = int(body.timeout.total_seconds() * 1000)
+    refused = {tp: r for tp, records in data if (r := _version_rule(records, req.api.version)) is not None}
     b = apis.broker
-    pending = produce_api.append(b, ctx, produce_api.ProduceCall(acks, timeout_ms, data))
+    pending = produce_api.append(b, ctx, produce_api.ProduceCall(acks, timeout_ms,
+                                                                 [d for d in data if d[0] not in refused]))
     results = produce_api.ready(b, pending)
     if results is None:
         results = await produce_api.complete(b, pending)
+    if refused:
+        results = {tp: refused.get(tp) or results[tp] for tp, _ in data}
     if acks == 0:
         return None, pending.throttle_ms
     return _response(results), pending.throttle_ms
+
+
+def _version_rule(records: bytes, version: int) -> ProduceResult | None:
+    """Kafka's rules of the Produce request itself (``ProduceRequest.validateRecords``): from v3 exactly
+    one record batch per partition; zstd only from v7. The batch itself is the validator's."""
+    size = whole_batch_size(records, 0, len(records))
+    if size is None:
+        return None  # not even one whole batch: the validator names what is wrong
+    if size != len(records):
+        return ProduceResult(ErrorCode.INVALID_RECORD, "produce requests of version 3 or above must carry exactly "
+                                                       "one record batch per partition")
+    if version < 7 and peek_attributes(records) & ATTR_COMPRESSION_MASK == CompressionType.ZSTD:
+        return ProduceResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                             "zstd-compressed batches need produce request version 7 or above")
+    return None
 
 
 def _response(results: dict[TopicPartition, ProduceResult]) -> dict[str, object]:
