@@ -24,6 +24,7 @@ from shared.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     TidelogError,
 )
 from shared.types import TopicPartition
@@ -157,6 +158,31 @@ class Partition:
         self.producers.rebuild(())
         self.high_watermark = offset
         self._notify()
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords on the leader: records below ``offset`` (-1: the high watermark) go, by
+        moving the log start offset, at most to the high watermark. Returns the new log start offset."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        if "delete" not in self.log.config.cleanup_policy.split(","):
+            raise TidelogError(f"Records of partition {self.tp} can not be deleted due to the configured policy",
+                               code=ErrorCode.POLICY_VIOLATION)
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"The offset {offset} for partition {self.tp} is not valid")
+        if target > self.high_watermark:
+            raise OffsetOutOfRangeError(f"Cannot increment the log start offset to {target} of partition {self.tp} "
+                                        f"since it is larger than the high watermark {self.high_watermark}")
+        if self.log.increment_log_start_offset(target):
+            self._notify()
+        return self.log.log_start_offset
+
+    def follower_update_log_start(self, leader_log_start_offset: int) -> None:
+        """A follower takes its leader's log start offset (from a fetch response), never past its own high
+        watermark: records deleted on the leader (DeleteRecords, retention) go here too."""
+        target = min(leader_log_start_offset, self.high_watermark)
+        if target > self.log.log_start_offset and self.log.increment_log_start_offset(target):
+            self._notify()
 
     def _snapshot_producers(self, roll_offset: int) -> None:
         take_snapshot(self.log, roll_offset, self.producers)

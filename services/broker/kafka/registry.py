@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from services.broker.api import BrokerApi
 from services.broker.kafka import (
+    admin_cluster,
+    admin_configs,
+    admin_quotas,
+    admin_replicas,
+    admin_topics,
     fetch,
     groups,
     groups_consumer,
@@ -32,6 +37,11 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     apis.register(metadata.LIST_OFFSETS, metadata.LIST_OFFSETS_VERSIONS, metadata.handle_list_offsets)
     apis.register(metadata.FIND_COORDINATOR, metadata.FIND_COORDINATOR_VERSIONS, metadata.handle_find_coordinator)
     apis.register(metadata.INIT_PRODUCER_ID, metadata.INIT_PRODUCER_ID_VERSIONS, metadata.handle_init_producer_id)
+    admin_topics.register(apis)
+    admin_configs.register(apis)
+    admin_cluster.register(apis)
+    admin_quotas.register(apis)
+    admin_replicas.register(apis)
     groups.register(apis)
     groups_consumer.register(apis)
     return apis

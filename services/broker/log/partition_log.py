@@ -401,6 +401,16 @@ class PartitionLog:
                     return r.offset, r.timestamp
         return None
 
+    def batch_header_at(self, offset: int) -> BatchHeader | None:
+        """The header of the batch holding ``offset``; None below the log start, at or past the log end,
+        or where the offset is no longer in the log (compacted away)."""
+        if offset < self.log_start_offset or offset >= self.log_end_offset:
+            return None
+        bp = self.segments[self._segment_index(offset)].find_batch(offset)
+        if bp is None or bp.header.base_offset > offset:
+            return None
+        return bp.header
+
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Batch headers of the segments holding ``offset`` and after, from the batch holding it."""
         for seg in self.segments:
@@ -456,6 +466,26 @@ class PartitionLog:
             seg.delete()
         del self.segments[:count]
         del self._bases[:count]
+
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (Kafka's DeleteRecords on a leader; a follower taking
+        its leader's): records below it are no longer readable, whole segments below it are deleted (never
+        the active one), the leader-epoch cache forgets what lies below. The checkpoint is written before
+        any segment goes. False if the log starts at or after ``offset`` already."""
+        if offset <= self.log_start_offset:
+            return False
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"cannot move the log start offset of {os.path.basename(self.directory)} "
+                                        f"to {offset}, past its log end offset {self.log_end_offset}")
+        self.log_start_offset = offset
+        _write_checkpoint(self.directory, LOG_START_FILE, offset)
+        self.epochs.truncate_from_start(offset)
+        below = 0
+        while below + 1 < len(self.segments) and self.segments[below + 1].base_offset <= offset:
+            below += 1
+        if below:
+            self._delete_first(below)
+        return True
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset`` (follower divergence, unclean election)."""
