@@ -296,3 +296,4 @@ class ReplicaFetcher:
                 self._untruncate(tp, st)
                 return
         part.follower_update_hw(p.high_watermark)
+        part.follower_update_log_start(p.log_start_offset)  # records deleted on the leader go here too

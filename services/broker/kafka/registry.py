@@ -11,6 +11,7 @@ from services.broker.kafka import (
     admin_cluster,
     admin_configs,
     admin_quotas,
+    admin_records,
     admin_replicas,
     admin_topics,
     fetch,
@@ -42,6 +43,7 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     admin_cluster.register(apis)
     admin_quotas.register(apis)
     admin_replicas.register(apis)
+    admin_records.register(apis)
     groups.register(apis)
     groups_consumer.register(apis)
     return apis
