@@ -37,6 +37,7 @@ MAX_IN_FLIGHT_PER_STREAM = 16
 PRODUCE, FETCH, _REQUEST = int(QuotaType.PRODUCE), int(QuotaType.FETCH), int(QuotaType.REQUEST)
 PRODUCE_TYPES = (PRODUCE, _REQUEST)
 FETCH_TYPES = (FETCH, _REQUEST)
+REQUEST_TYPES = (_REQUEST,)  # every other API: request quotas (handler time) only
 
 Req = TypeVar("Req")
 Pending = TypeVar("Pending")

@@ -15,12 +15,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.broker.pipeline import RequestContext, RequestPipeline
+from services.broker.pipeline import REQUEST_TYPES, RequestContext, RequestPipeline
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame, api, build
 
 log = logging.getLogger(__name__)
 
+# APIs answered by the broker itself count their handler time against request quotas (request_percentage);
+# Produce and Fetch account in the request layer; forwarded APIs (groups, topic administration) wait on
+# another service, which is not this broker's handler time.
+_LOCAL_APIS = frozenset({18, 3, 2, 22, 10, 32, 35, 61, 21, 60})
 # What a handler returns: the response as plain values (None: no response, acks=0) and its throttle_time_ms.
 Reply = tuple[dict[str, Any] | None, int]
 Handler = Callable[["KafkaApis", RequestFrame, RequestContext, "Connection"], Awaitable[Reply]]
@@ -63,7 +67,12 @@ class KafkaApis:
         self.versions[api_key] = versions
 
     async def handle(self, request: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
-        values, throttle_ms = await self.handlers[request.api.key](self, request, ctx, conn)
+        key = request.api.key
+        started = time.perf_counter()
+        values, throttle_ms = await self.handlers[key](self, request, ctx, conn)
+        if key in _LOCAL_APIS:  # request quotas (request_percentage), as through_pipeline on gRPC
+            self.pipeline.record_handler_time(ctx, time.perf_counter() - started)
+            throttle_ms = max(throttle_ms, self.pipeline.throttle_ms(ctx, REQUEST_TYPES))
         if values is not None and "throttle_time" not in values:
             values = {**values, "throttle_time": throttle_ms}
         return (None if values is None else build(request.api.response, values)), throttle_ms
