@@ -41,6 +41,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, is_optional
 from kio.static.primitive import TZAware, i32Timedelta, i64Timedelta
 
+from shared.kafka.frame_check import FrameError, check_request
+
 _API_KEY_AND_VERSION = struct.Struct(">hh")
 _SIZE = struct.Struct(">i")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -106,15 +108,20 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 
 def read_request(frame: bytes, a: Api) -> RequestFrame:
-    """Decode a whole request frame (without its size prefix) of a known API version."""
+    """Decode a whole request frame (without its size prefix) of a known API version.
+
+    The frame's structure is walked first (``frame_check``): kio would trust a length or count it reads.
+    Bytes after the body are ignored, as Kafka's parser ignores them (librdkafka 2.16 leaves 3 after a
+    Metadata v12 request for every topic)."""
+    try:
+        frame = check_request(frame, a.request.__header_schema__, a.request)
+    except FrameError as exc:
+        raise MalformedRequest(f"{a.name} v{a.version}: {exc}") from None
     try:
         header, header_size = a.read_header(frame, 0)  # kio's readers return (value, bytes read)
-        body, body_size = a.read_body(frame, header_size)
-        end = header_size + body_size
+        body, _ = a.read_body(frame, header_size)
     except Exception as exc:  # kio raises ValueError, struct errors, UnicodeDecodeError, ...
         raise MalformedRequest(f"{a.name} v{a.version}: {type(exc).__name__}: {exc}") from exc
-    if end != len(frame):
-        raise MalformedRequest(f"{a.name} v{a.version}: {len(frame) - end} bytes after the request body")
     return RequestFrame(a, header.correlation_id, header.client_id or "", body)
 
 

@@ -38,6 +38,7 @@ class Connection:
     peer: str
     last_active: float = field(default_factory=time.monotonic)
     busy: bool = False
+    close_after_reply: bool = False  # e.g. an acks=0 produce failed: Kafka closes so the client refreshes metadata
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:

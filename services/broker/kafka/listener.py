@@ -122,6 +122,10 @@ class KafkaListener:
                 writer.write(b"".join(chunks))
                 if writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
+            if conn.close_after_reply:
+                log.info("closing Kafka connection after a failed acks=0 produce", extra={"peer": conn.peer})
+                await writer.drain()
+                return
             if throttle_ms > 0:  # KIP-219: mute the connection until the throttle has passed
                 await pipeline.hold(pipeline.clock() + throttle_ms / 1000)
 

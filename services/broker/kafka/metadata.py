@@ -40,6 +40,7 @@ INIT_PRODUCER_ID_VERSIONS = (0, 4)
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _NOT_REQUESTED = -(2**31)
+EARLIEST, EARLIEST_LOCAL = -2, -4
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
@@ -128,7 +129,9 @@ async def _topic(apis: KafkaApis, view: ClusterView, brokers: dict[int, Any], na
 
 async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     # read_committed (isolation_level 1): the last stable offset is the high watermark until transactions exist
-    queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, int(p.partition_index)), int(p.timestamp),
+    # -4 (earliest local, v8+: KIP-405) is the log start offset: every segment is local here.
+    queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, int(p.partition_index)),
+                                            EARLIEST if int(p.timestamp) == EARLIEST_LOCAL else int(p.timestamp),
                                             int(getattr(p, "current_leader_epoch", -1)))
                for t in req.body.topics for p in t.partitions]
     by_topic: dict[str, list[dict[str, Any]]] = {}

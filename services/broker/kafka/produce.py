@@ -27,6 +27,7 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
         results = {tp: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                                  "transactions are not supported by this broker yet")
                    for tp, _ in data}
+        conn.close_after_reply = acks == 0
         return (None if acks == 0 else _response(results)), 0
     timeout_ms = int(body.timeout.total_seconds() * 1000)
     refused = {tp: r for tp, records in data if (r := _version_rule(records, req.api.version)) is not None}
@@ -39,6 +40,8 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
     if refused:
         results = {tp: refused.get(tp) or results[tp] for tp, _ in data}
     if acks == 0:
+        # No response to say it failed: as Kafka, close the connection so the client refreshes its metadata.
+        conn.close_after_reply = any(r.error for r in results.values())
         return None, pending.throttle_ms
     return _response(results), pending.throttle_ms
 
