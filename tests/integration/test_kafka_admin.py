@@ -336,4 +336,60 @@ def test_api_versions_claim_the_admin_apis(raw: KafkaWire) -> None:
     assert {k: served.get(k) for k in (19, 20, 37, 32, 33, 44, 60, 48, 49, 43, 35, 61)} == {
         19: (2, 7), 20: (1, 6), 37: (0, 3), 32: (1, 4), 33: (0, 2), 44: (0, 1), 60: (0, 1), 48: (0, 1), 49: (0, 1),
         43: (0, 2), 35: (1, 4), 61: (0, 0)}
-    assert 21 not in served  # DeleteRecords: not until followers take the leader's log start offset
+    assert served.get(21) == (0, 2)  # DeleteRecords
+
+
+def test_delete_records_moves_every_replica_and_survives_the_leader_killed(cluster: Cluster, bootstrap: str,
+                                                                          admin: AdminClient) -> None:
+    """DeleteRecords through confluent-kafka: the log start offset moves on the leader and, through the
+    fetch responses, on the followers; after the leader is killed (SIGKILL) the new leader starts there
+    too. Past the high watermark is OFFSET_OUT_OF_RANGE. (Last in the module: it kills a broker.)"""
+    from confluent_kafka import Consumer
+
+    topic = unique("delrec")
+    result_of(admin.create_topics([NewTopic(topic, 1, 3)])[topic])
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(100):
+        p.produce(topic, value=b"r%d" % i)
+        if i % 10 == 9:
+            assert p.flush(30) == 0
+    assert error_of(admin.delete_records([CkTopicPartition(topic, 0, 1000)])[CkTopicPartition(topic, 0, 1000)]) \
+        == ErrorCode.OFFSET_OUT_OF_RANGE
+    futures = admin.delete_records([CkTopicPartition(topic, 0, 60)])
+    deleted = result_of(next(iter(futures.values())))
+    assert deleted.low_watermark == 60
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g")})
+    try:
+        assert c.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=10) == (60, 100)
+        leader = int(rest_topic(cluster, topic)["partitions"][0]["leader"])
+        others = [b for b in (1, 2, 3) if b != leader]
+        wait_for(lambda: all(_log_start(cluster, b, topic) == 60 for b in others), 30,
+                 what="the followers' log start offset at 60")
+        cluster.proc("broker", leader).popen.kill()
+        wait_for(lambda: int(rest_topic(cluster, topic)["partitions"][0]["leader"]) in others, 60,
+                 what="a new leader")
+
+        def earliest() -> Any:
+            try:
+                c.list_topics(topic, timeout=5)  # librdkafka asks the leader it knows: refresh after the kill
+                marks = c.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=5)
+            except KafkaException as exc:
+                raise AssertionError(str(exc)) from None
+            assert marks == (60, 100), marks
+            return True
+
+        wait_for(earliest, 60, what="the new leader's watermarks (60, 100)")
+    finally:
+        c.close()
+        cluster.restart("broker", leader)
+
+
+def _log_start(cluster: Cluster, broker: int, topic: str) -> int:
+    import os
+
+    path = os.path.join(cluster.lc.data_dir, f"broker-{broker}", f"{topic}-0", "log-start-offset")
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except FileNotFoundError:
+        return 0
