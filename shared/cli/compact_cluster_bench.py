@@ -82,10 +82,13 @@ def _spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(v - before.get(pid, 0.0) for pid, v in after.items())
 
 
-def _produce(broker: str, topic: str, records: int, keys: int, value_size: int, seed: int) -> None:
+def _produce(broker: str, topic: str, records: int, keys: int, value_size: int, seed: int,
+             segment_bytes: int) -> None:
     rng = random.Random(seed)
     value = b"v" * value_size
-    with Producer(broker, linger_ms=20, batch_size=256 * 1024, max_request_size=4 << 20) as producer:
+    # A batch must fit a segment (Kafka refuses a larger one: RECORD_LIST_TOO_LARGE).
+    batch_size = min(256 * 1024, segment_bytes // 2)
+    with Producer(broker, linger_ms=20, batch_size=batch_size, max_request_size=4 << 20) as producer:
         for _ in range(records):
             producer.send(topic, value, key=b"%016d" % rng.randrange(keys))
         producer.flush()
@@ -142,7 +145,7 @@ def run_cluster_compact_bench(log_mb: int = 64, partitions: int = 4, distinct_ke
             for n in workers:
                 topic = f"compact-bench-{n}-workers"
                 admin.create_topic(topic, partitions=partitions, replication_factor=1, configs=configs)
-                _produce(broker, topic, records, distinct_keys, value_size, seed=n)
+                _produce(broker, topic, records, distinct_keys, value_size, seed=n, segment_bytes=segment_bytes)
                 os.sync()  # the produced log reaches the disk before the clock starts, not during the round
                 seconds[n], cleaned[n], broker_cpu[n], workers_cpu[n] = _round(lc, broker, n, next_id, topic,
                                                                                partitions, timeout_s)

@@ -96,6 +96,7 @@ def test_metrics_follow_produce_lag_replication_and_elections(make_cluster) -> N
     assert cm["fetch-total"] >= 1 and cm["fetch-rate"] > 0 and cm["records-lag-max"] == 0
     bench = subprocess.run([sys.executable, "-m", "shared.cli.main", "bench", "produce", "--topic", topic,
                             "--records", "500", "--record-size", "50", "--no-progress", "--json", "--metrics",
+                            "--batch-size", "8192",  # batches within the topic's segment.bytes, as Kafka requires
                             "--bootstrap-server", bootstrap], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert bench.returncode == 0, bench.stderr
     assert json.loads(bench.stdout.strip().splitlines()[-1])["client_metrics"]["record-send-total"] == 500

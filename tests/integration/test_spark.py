@@ -153,7 +153,7 @@ def test_fail_on_data_loss(env, spark, tmp_path) -> None:
     _, bootstrap, admin = env
     topic = unique("loss")
     admin.create_topic(topic, partitions=1, configs={"segment.bytes": 2000})
-    produce(bootstrap, topic, 300, partitions=1)
+    produce(bootstrap, topic, 300, partitions=1, batch_size=512)  # batches within segment.bytes, as Kafka requires
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     _stream_to_parquet(spark, bootstrap, topic, out, ck)  # the checkpoint now ends at 300
     produce(bootstrap, topic, 300, start=300, partitions=1, batch_size=512)  # many small segments

@@ -10,8 +10,8 @@ topic's ``compression.type`` names another codec (``shared.records.recompress``)
 The topic's own rules: a topic whose ``cleanup.policy`` includes ``compact``
 refuses records without a key (INVALID_RECORD); a CreateTime topic refuses
 timestamps outside ``message.timestamp.before.max.ms`` / ``after.max.ms`` when
-the caller gives the time (INVALID_TIMESTAMP); a payload larger than
-``segment.bytes`` is RECORD_LIST_TOO_LARGE, as in Kafka.
+the caller gives the time (INVALID_TIMESTAMP); a batch larger than
+``segment.bytes`` is RECORD_LIST_TOO_LARGE, as in Kafka (whose payload is one batch).
 """
 
 from __future__ import annotations
@@ -86,9 +86,12 @@ def validate_produce(
     if changed:
         view = memoryview(b"".join(parts))
         batches = validate_batches(view, config.max_message_bytes)
-    if len(view) > config.segment_bytes:
-        raise RecordTooLargeError(f"a payload of {len(view)} bytes exceeds segment.bytes={config.segment_bytes}",
-                                  code=ErrorCode.RECORD_LIST_TOO_LARGE)
+    # Kafka refuses a produce payload larger than segment.bytes; its payload is one batch per partition
+    # (Produce v3+), while a gRPC payload may carry several: the rule holds per batch.
+    for _, h in batches:
+        if h.size > config.segment_bytes:
+            raise RecordTooLargeError(f"a batch of {h.size} bytes exceeds segment.bytes={config.segment_bytes}",
+                                      code=ErrorCode.RECORD_LIST_TOO_LARGE)
     return view, batches
 
 
