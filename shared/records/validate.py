@@ -65,7 +65,7 @@ Not checked here (notes): zstd needs produce v7+ (UNSUPPORTED_COMPRESSION_TYPE b
 one-batch rule are produce-version rules for the Kafka listener; ``message.timestamp.before.max.ms`` /
 ``after.max.ms`` (KIP-937, INVALID_TIMESTAMP, Kafka's default Long.MAX: no bound) are checked by
 ``check_timestamp_bounds`` when the caller passes the bounds and the time; a keyless record on a
-compacted topic (INVALID_RECORD) and a payload above ``segment.bytes`` (RECORD_LIST_TOO_LARGE) by
+compacted topic (INVALID_RECORD) and a batch above ``segment.bytes`` (RECORD_LIST_TOO_LARGE) by
 ``services.broker.log.validation``.
 """
 
