@@ -21,6 +21,7 @@ from services.broker.api import BrokerApi
 from services.broker.api import fetch as fetch_api
 from services.broker.api import init_producer_id as init_producer_id_api
 from services.broker.api import list_offsets as list_offsets_api
+from services.broker.api import metadata as metadata_api
 from services.broker.api import produce as produce_api
 from services.broker.follower_sessions import StreamFetchSession, is_session_fetch
 from services.broker.pipeline import (
@@ -33,7 +34,7 @@ from services.broker.pipeline import (
 from services.broker.replica_manager import FetchSpec, ProduceResult, ReplicaManager
 from services.broker.replica_results import grpc_partition_data
 from shared.coordinator_lookup import find_coordinators
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import tidelog_pb2 as pb
@@ -65,29 +66,22 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     # -- metadata --------------------------------------------------------------------------------
 
     async def Metadata(self, request: pb.MetadataRequest, context: Any) -> pb.MetadataResponse:
-        view = self.rm.view
-        resp = pb.MetadataResponse(cluster_id=view.cluster_id)
-        for bid, b in sorted(view.brokers.items()):
-            resp.brokers.append(pb.BrokerNode(id=bid, address=b["address"], rack=b.get("rack") or ""))
-        if view.controller:
-            c = view.controller
+        snap = metadata_api.describe(self.api, list(request.topics) or None)
+        resp = pb.MetadataResponse(cluster_id=snap.cluster_id)
+        for b in snap.brokers:
+            resp.brokers.append(pb.BrokerNode(id=b.id, address=b.address, rack=b.rack or ""))
+        if snap.controller:
+            c = snap.controller
             resp.controller.CopyFrom(pb.ControllerNode(id=c["id"], address=c["address"], rest=c.get("rest", ""),
-                                                       epoch=view.controller_epoch))
-        names = list(request.topics) or sorted(view.topics)
-        for name in names:
-            topic = view.topics.get(name)
-            if topic is None:
-                resp.topics.append(pb.TopicMetadata(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                                                       epoch=snap.controller_epoch))
+        for t in snap.topics:
+            if t.error:
+                resp.topics.append(pb.TopicMetadata(name=t.name, error_code=t.error))
                 continue
-            tm = pb.TopicMetadata(name=name, topic_id=topic.topic_id)
-            for p, replicas in sorted(topic.assignment.items()):
-                st = view.partitions.get(TopicPartition(name, p))
-                leader = st.leader if st else -1
-                err = ErrorCode.NONE if leader >= 0 and leader in view.brokers else ErrorCode.LEADER_NOT_AVAILABLE
-                tm.partitions.append(pb.PartitionMetadata(
-                    partition=p, error_code=err, leader=leader, leader_epoch=st.leader_epoch if st else -1,
-                    replicas=replicas, isr=st.isr if st else [],
-                ))
+            tm = pb.TopicMetadata(name=t.name, topic_id=t.topic_id)
+            for p in t.partitions:
+                tm.partitions.append(pb.PartitionMetadata(partition=p.partition, error_code=p.error, leader=p.leader,
+                                                          leader_epoch=p.leader_epoch, replicas=p.replicas, isr=p.isr))
             resp.topics.append(tm)
         return resp
 

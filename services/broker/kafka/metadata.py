@@ -19,13 +19,14 @@ from typing import Any
 
 from services.broker.api import init_producer_id as init_producer_id_api
 from services.broker.api import list_offsets as list_offsets_api
+from services.broker.api import metadata as metadata_api
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.metadata_cache import ClusterView
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode, TidelogError
 from shared.kafka.messages import RequestFrame
 from shared.offsets_topic import OFFSETS_TOPIC, locate, partition_for
-from shared.topic_names import validate_topic_name
+from shared.topic_names import INTERNAL_TOPICS, validate_topic_name
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,6 @@ _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _NOT_REQUESTED = -(2**31)
 EARLIEST, EARLIEST_LOCAL = -2, -4
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def kafka_endpoint(broker: dict[str, Any]) -> tuple[str, int] | None:
@@ -64,32 +64,41 @@ def kafka_brokers(view: ClusterView) -> dict[int, tuple[str, int, str | None]]:
 async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     body = req.body
     view = apis.broker.rm.view
-    brokers = kafka_brokers(view)
     allow_create = bool(getattr(body, "allow_auto_topic_creation", True))
     topic_ops = _TOPIC_OPERATIONS if getattr(body, "include_topic_authorized_operations", False) else _NOT_REQUESTED
     ids = {t.topic_id: name for name, t in view.topics.items()}
-    if body.topics is None:
-        names = sorted(view.topics)
-    else:
+    unknown_ids = []
+    names: list[str] | None = None
+    if body.topics is not None:
         names = []
         for t in body.topics:
             name = t.name
             if name is None and getattr(t, "topic_id", None) is not None:
                 name = ids.get(t.topic_id.hex)
                 if name is None:
-                    names.append(("", t.topic_id))
+                    unknown_ids.append(t.topic_id)
                     continue
             names.append(name)
-    topics = []
-    for name in names:
-        if isinstance(name, tuple):
-            topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": name[1],
-                           "partitions": [], "topic_authorized_operations": topic_ops})
+    snap = metadata_api.describe(apis.broker, names)
+    brokers = {b.id: b for b in snap.brokers if b.kafka}
+    topics = [{"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": i, "partitions": [],
+               "topic_authorized_operations": topic_ops} for i in unknown_ids]
+    for t in snap.topics:
+        if t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            code = await _missing_topic(apis, t.name, allow_create)
+            topics.append({"error_code": int(code), "name": t.name, "partitions": [], "is_internal": False,
+                           "topic_authorized_operations": topic_ops})
             continue
-        topics.append(await _topic(apis, view, brokers, name, allow_create, topic_ops))
+        topics.append({"error_code": int(t.error), "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
+                       "topic_authorized_operations": topic_ops, "partitions": [
+                           {"error_code": int(p.error or (0 if p.leader in brokers else ErrorCode.LEADER_NOT_AVAILABLE)),
+                            "partition_index": p.partition, "leader_id": p.leader, "leader_epoch": p.leader_epoch,
+                            "replica_nodes": p.replicas, "isr_nodes": p.isr, "offline_replicas": p.offline}
+                           for p in t.partitions]})
     return {
-        "brokers": [{"node_id": bid, "host": h, "port": p, "rack": r} for bid, (h, p, r) in brokers.items()],
-        "cluster_id": view.cluster_id or None,
+        "brokers": [{"node_id": b.id, "host": b.kafka.rpartition(":")[0], "port": int(b.kafka.rpartition(":")[2]),
+                     "rack": b.rack} for b in brokers.values()],
+        "cluster_id": snap.cluster_id or None,
         "controller_id": min(brokers) if brokers else -1,
         "topics": topics,
         "cluster_authorized_operations": (_CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations",
@@ -97,34 +106,17 @@ async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContex
     }, 0
 
 
-async def _topic(apis: KafkaApis, view: ClusterView, brokers: dict[int, Any], name: str, allow_create: bool,
-                 topic_ops: int) -> dict[str, Any]:
-    topic = view.topics.get(name)
-    if topic is None:
-        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            validate_topic_name(name)
-        except TidelogError:
-            code = ErrorCode.INVALID_TOPIC_EXCEPTION
-        else:
-            if allow_create and apis.broker.configs.get("auto.create.topics.enable", True) and \
-                    name not in INTERNAL_TOPICS and apis.broker.links is not None:
-                code = await apis.broker.links.auto_create_topic(name)
-        return {"error_code": int(code), "name": name, "partitions": [], "is_internal": False,
-                "topic_authorized_operations": topic_ops}
-    partitions = []
-    for p, replicas in sorted(topic.assignment.items()):
-        st = view.partitions.get(TopicPartition(name, p))
-        leader = st.leader if st else -1
-        err = ErrorCode.NONE if leader >= 0 and leader in brokers else ErrorCode.LEADER_NOT_AVAILABLE
-        partitions.append({
-            "error_code": int(err), "partition_index": p, "leader_id": leader,
-            "leader_epoch": st.leader_epoch if st else -1, "replica_nodes": list(replicas),
-            "isr_nodes": list(st.isr) if st else [],
-            "offline_replicas": [r for r in replicas if r not in view.brokers],
-        })
-    return {"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": name in INTERNAL_TOPICS,
-            "partitions": partitions, "topic_authorized_operations": topic_ops}
+async def _missing_topic(apis: KafkaApis, name: str, allow_create: bool) -> ErrorCode:
+    """A topic that does not exist: auto-created when the request allows it (Kafka's answer meanwhile:
+    LEADER_NOT_AVAILABLE), else UNKNOWN_TOPIC_OR_PARTITION; an invalid name INVALID_TOPIC_EXCEPTION."""
+    try:
+        validate_topic_name(name)
+    except TidelogError:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if allow_create and apis.broker.configs.get("auto.create.topics.enable", True) and \
+            name not in INTERNAL_TOPICS and apis.broker.links is not None:
+        return ErrorCode(await apis.broker.links.auto_create_topic(name))
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
