@@ -24,13 +24,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
 
 from services.broker.quota_state import QuotaAccounting
-from shared.quota.entities import ANONYMOUS, QuotaType
+from shared.quota.entities import QuotaType
+from shared.request_context import NotAuthorized, RequestContext, allow_all, enter
+
+__all__ = ["NotAuthorized", "RequestContext", "RequestPipeline", "ProduceSequencer", "allow_all", "through_pipeline"]
 
 MAX_IN_FLIGHT_PER_STREAM = 16
 # Plain ints on the hot path (an IntEnum member hashes and compares more slowly).
@@ -41,24 +43,6 @@ REQUEST_TYPES = (_REQUEST,)  # every other API: request quotas (handler time) on
 
 Req = TypeVar("Req")
 Pending = TypeVar("Pending")
-
-
-@dataclass(slots=True)
-class RequestContext:
-    api: str
-    client_id: str
-    principal: str
-    peer: str
-    arrival: float  # time.monotonic()
-
-
-def allow_all(ctx: RequestContext) -> bool:
-    """The authorization hook until ACLs exist."""
-    return True
-
-
-class NotAuthorized(Exception):
-    pass
 
 
 class RequestPipeline:
@@ -75,10 +59,7 @@ class RequestPipeline:
 
     def context(self, api: str, client_id: str, peer: str) -> RequestContext:
         """The request's context, authorized (raises ``NotAuthorized``)."""
-        ctx = RequestContext(api, client_id, ANONYMOUS, peer, self.clock())
-        if not self.authorize(ctx):
-            raise NotAuthorized(f"{ctx.principal} may not call {api}")
-        return ctx
+        return enter(api, client_id, peer, self.authorize, self.clock)
 
     def account(self, ctx: RequestContext, qtype: int, amount: float, handler_s: float,
                 types: tuple[int, ...]) -> int:

@@ -20,7 +20,9 @@ from services.controller.metrics import controller_observer
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
+from shared.grpc_codecs import RewrittenHandlers
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.request_context import authorized_handlers
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -51,7 +53,8 @@ class Controller(Service[ControllerSettings]):
         self._tasks: list[asyncio.Task[Any]] = []
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        pb_grpc.add_ControllerServicer_to_server(ControllerServicer(self), server)
+        # Every method enters through the request context and the authorization hook (shared/request_context).
+        pb_grpc.add_ControllerServicer_to_server(ControllerServicer(self), RewrittenHandlers(server, authorized_handlers()))
 
     async def start(self) -> None:
         s = self.settings

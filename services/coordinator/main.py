@@ -19,8 +19,10 @@ from services.coordinator.config import GroupConfig
 from services.coordinator.metrics import LagMonitor, coordinator_metrics
 from services.coordinator.runtime import CoordinatorRuntime
 from services.coordinator.servicer import GroupCoordinatorServicer
+from shared.grpc_codecs import RewrittenHandlers
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.request_context import authorized_handlers
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
@@ -78,7 +80,8 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
         servicer = GroupCoordinatorServicer(self.runtime, self.classic)
         if self.settings.metrics_port >= 0:
             servicer.metrics = coordinator_metrics(lambda: self.runtime.partitions)
-        cpb_grpc.add_GroupCoordinatorServicer_to_server(servicer, server)
+        # Every method enters through the request context and the authorization hook (shared/request_context).
+        cpb_grpc.add_GroupCoordinatorServicer_to_server(servicer, RewrittenHandlers(server, authorized_handlers()))
         self._metrics = servicer.metrics
 
     def _broker_stub(self, address: str) -> pb_grpc.BrokerStub:

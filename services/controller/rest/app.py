@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics
+from services.controller.rest.deps import request_context
 from services.controller.rest.docs import keep_docs_offline
 from services.controller.rest.errors import document_errors
 from shared.errors import ErrorCode, TidelogError
@@ -30,6 +31,7 @@ def create_app(controller: Any) -> FastAPI:
         title="Tidelog admin API",
         version="1",
         description="Manage a Tidelog cluster: cluster state, topics and quotas.",
+        dependencies=[Depends(request_context)],  # every route enters through the request context
     )
     app.state.controller = controller
     keep_docs_offline(app)

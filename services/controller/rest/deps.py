@@ -1,10 +1,14 @@
-"""Dependencies shared by every REST router: the controller's state, reached through the app."""
+"""Dependencies shared by every REST router: the controller's state, reached through the app, and the
+request context every route enters through (``shared.request_context``: principal, client id, peer and
+the authorization hook, as on the services' gRPC doors)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fastapi import Request
+from fastapi import HTTPException, Request
+
+from shared.request_context import NotAuthorized, RequestContext, allow_all, enter
 
 if TYPE_CHECKING:
     from services.controller.main import Controller
@@ -12,3 +16,17 @@ if TYPE_CHECKING:
 
 def controller(request: Request) -> Controller:
     return request.app.state.controller
+
+
+def request_context(request: Request) -> RequestContext:
+    """Every route's entry (an app-wide dependency): refused with 403 when the hook says no."""
+    route = request.scope.get("route")
+    api = f"{request.method} {getattr(route, 'path', request.url.path)}"
+    peer = f"ipv4:{request.client.host}:{request.client.port}" if request.client else ""
+    authorize = getattr(request.app.state, "authorize", allow_all)
+    try:
+        ctx = enter(api, request.headers.get("x-client-id", ""), peer, authorize)
+    except NotAuthorized as exc:
+        raise HTTPException(status_code=403, detail=str(exc)) from None
+    request.state.context = ctx
+    return ctx

@@ -58,7 +58,8 @@ def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, 
     return out
 
 
-_HTTP_ERRORS = {400: "INVALID_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+_HTTP_ERRORS = {400: "INVALID_REQUEST", 403: "CLUSTER_AUTHORIZATION_FAILED", 404: "NOT_FOUND",
+                405: "METHOD_NOT_ALLOWED"}
 
 
 def document_errors(app: FastAPI) -> None:

@@ -1,0 +1,101 @@
+"""Who asks, and the one place every service lets a request in: the request context and the
+authorization hook, shared by the broker's request pipeline, the coordinator's and the controller's
+gRPC services and the controller's REST API.
+
+``RequestContext`` says who asks (principal — ``ANONYMOUS`` until authentication exists — client id,
+peer), which API and when it arrived. ``enter`` builds it and asks the service's authorization hook
+(today ``allow_all``; ACLs plug in here), raising ``NotAuthorized``. ``authorized_handlers`` puts that
+entry in front of every method of a generated gRPC service (unary and streaming alike), so a method added
+later cannot skip it; a refusal ends the call with PERMISSION_DENIED. Must not import services.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from shared.quota.entities import ANONYMOUS
+
+Handlers = dict[str, grpc.RpcMethodHandler]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api: str
+    client_id: str
+    principal: str
+    peer: str
+    arrival: float  # time.monotonic()
+
+
+Authorize = Callable[[RequestContext], bool]
+
+
+def allow_all(ctx: RequestContext) -> bool:
+    """The authorization hook until ACLs exist."""
+    return True
+
+
+class NotAuthorized(Exception):
+    pass
+
+
+def enter(api: str, client_id: str, peer: str, authorize: Authorize = allow_all,
+          clock: Callable[[], float] = time.monotonic, principal: str = ANONYMOUS) -> RequestContext:
+    """The request's context, authorized (raises ``NotAuthorized``)."""
+    ctx = RequestContext(api, client_id, principal, peer, clock())
+    if not authorize(ctx):
+        raise NotAuthorized(f"{ctx.principal} may not call {api}")
+    return ctx
+
+
+def authorized_handlers(authorize: Authorize = allow_all,
+                        skip: frozenset[str] = frozenset()) -> Callable[[Handlers], Handlers]:
+    """A ``RewrittenHandlers`` rewrite: every method of the service (but ``skip``, which enter the
+    pipeline in their bodies) passes ``enter`` before its behaviour runs."""
+
+    def rewrite(handlers: Handlers) -> Handlers:
+        for name, h in list(handlers.items()):
+            if name in skip:
+                continue
+            for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+                behavior = getattr(h, kind)
+                if behavior is not None:
+                    handlers[name] = h._replace(**{kind: _guarded(name, kind, behavior, authorize)})  # type: ignore[attr-defined]
+        return handlers
+
+    return rewrite
+
+
+def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize) -> Any:
+    async def check(request: Any, context: Any) -> None:
+        client_id = getattr(request, "client_id", "") if not kind.startswith("stream") else ""
+        try:
+            enter(api, client_id, context.peer() or "", authorize)
+        except NotAuthorized as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+
+    if kind.endswith("_stream"):  # a response stream: an async generator
+        async def streaming(request: Any, context: Any) -> Any:
+            await check(request, context)
+            out = behavior(request, context)
+            if hasattr(out, "__aiter__"):
+                async for item in out:
+                    yield item
+            else:
+                for item in out:
+                    yield item
+
+        return streaming
+
+    async def unary(request: Any, context: Any) -> Any:
+        await check(request, context)
+        out = behavior(request, context)
+        return await out if inspect.isawaitable(out) else out
+
+    return unary
