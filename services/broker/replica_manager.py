@@ -1,33 +1,27 @@
-"""The partitions this broker hosts, and the produce / fetch / list-offsets logic over them.
+"""The partitions this broker hosts, and their life cycle.
 
-Reconciles local partitions with metadata (create, delete, lead, follow),
-appends produce requests, answers fetches with a long poll, and serves
-offset lookups. Works on domain values; ``server.py`` translates protobuf.
+Reconciles local partitions with metadata (create, delete, lead, follow), runs their followers'
+fetchers, proposes ISR changes, applies retention and checkpoints high watermarks. The APIs over
+the partitions (produce, fetch, list offsets) are the request layer's (``services/broker/api``);
+directories and checkpoint files are the log package's (``LogDirectory``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
-from services.broker import request_limits
-from services.broker.fetch_reader import read_partition
 from services.broker.fetch_sessions import LeaderSession
 from services.broker.isr_sender import IsrSender
 from services.broker.log.log_dir import LogDirectory
-from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.metadata_cache import ClusterView
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcher
-from services.broker.replica_results import FetchParams, FetchPartitionResult, FetchSpec, ProduceResult
 from shared.config import LONG_MAX, LogConfig
 from shared.errors import (
-    ErrorCode,
     NotLeaderOrFollowerError,
-    TidelogError,
     UnknownTopicOrPartitionError,
 )
 from shared.proto import tidelog_pb2 as pb
@@ -35,8 +29,6 @@ from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
-#: Fetches over more partitions than this wait on the broker-wide change signal.
-FETCH_WAIT_PER_PARTITION_MAX = 16
 #: Partitions opened per worker-thread call (each open is a few file operations).
 OPEN_BATCH = 50
 
@@ -45,7 +37,6 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
 
 
 class ReplicaManager:
@@ -226,129 +217,15 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {tp} (leader: {part.leader_id})")
         return part
 
-    # -- produce ------------------------------------------------------------------------------------
-
-    async def produce(self, acks: int, timeout_ms: int, data: list[tuple[TopicPartition, bytes]]) -> dict[TopicPartition, ProduceResult]:
-        return await self.complete_produce(timeout_ms, *self.append(acks, data))
-
-    def append(self, acks: int, data: list[tuple[TopicPartition, bytes]]) -> tuple[dict[TopicPartition, ProduceResult], list[ReplicationWait]]:
-        """The synchronous part of a produce: append to every partition now, in the caller's order.
-        Returns the results and what ``complete_produce`` must wait for (acks=all)."""
-        results: dict[TopicPartition, ProduceResult] = {}
-        if acks not in (0, 1, -1):
-            return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}") for tp, _ in data}, []
-        waits: list[ReplicationWait] = []
-        for tp, records in data:
-            try:
-                part = self.leader_partition(tp)
-                epoch = part.leader_epoch
-                info = part.append_as_leader(records, acks)
-                results[tp] = ProduceResult(base_offset=info.first_offset, log_append_time=info.log_append_time,
-                                            log_start_offset=info.log_start_offset, last_offset=info.last_offset)
-                if acks == -1:
-                    waits.append((tp, part, info.last_offset + 1, epoch))
-            except TidelogError as exc:
-                results[tp] = ProduceResult(exc.code, exc.args[0] if exc.args else exc.code.name)  # the code travels apart
-            except Exception as exc:  # never let one partition's failure crash the request
-                log.exception("produce failed", extra={"tp": str(tp)})
-                results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
-        return results, waits
-
-    async def complete_produce(self, timeout_ms: int, results: dict[TopicPartition, ProduceResult],
-                               waits: list[ReplicationWait]) -> dict[TopicPartition, ProduceResult]:
-        """Wait until the appends of ``append`` are replicated as acks=all asks (no-op otherwise)."""
-        if waits:
-            timeout = request_limits.produce_timeout_ms(timeout_ms) / 1000
-            done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
-            for (tp, part, _, _), ok in zip(waits, done):
-                if not ok:
-                    code = ErrorCode.REQUEST_TIMED_OUT if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    results[tp] = ProduceResult(code, f"{tp}: not replicated to the ISR within {timeout_ms} ms")
-        return results
-
-    # -- fetch ----------------------------------------------------------------------------------------
-
-    def _read_once(self, params: FetchParams) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
-        out: dict[TopicPartition, FetchPartitionResult] = {}
-        total = 0
-        error = False
-        consumer = params.replica_id < 0
-        for spec in params.specs:
-            # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
-            r = read_partition(self, spec.tp, spec.offset, spec.leader_epoch,
-                               min(spec.max_bytes, params.max_bytes - total), for_consumer=consumer,
-                               min_one=total == 0,
-                               before_read=None if consumer else
-                               lambda part, o=spec.offset: part.update_follower(params.replica_id, o))
-            total += len(r.records)
-            error = error or r.error != ErrorCode.NONE
-            out[spec.tp] = r
-        return out, total, error
+    def any_change(self) -> asyncio.Event:
+        """Set at the next change of any partition here (a fetch over many partitions waits on it)."""
+        return self._any_changed
 
     def _some_partition_changed(self, tp: TopicPartition) -> None:
         self._any_changed.set()
         self._any_changed = asyncio.Event()
         for session in self.fetch_sessions:
             session.mark_dirty(tp)
-
-    async def fetch(self, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
-        """Serve a fetch; the time spent reading is added to the caller's ``params.read_time_s``."""
-        bounded = params.bounded()
-        deadline = time.monotonic() + bounded.max_wait_ms / 1000
-        while True:
-            started = time.perf_counter()
-            results, total, error = self._read_once(bounded)
-            params.read_time_s += time.perf_counter() - started  # the caller's: request quotas and metrics read it
-            remaining = deadline - time.monotonic()
-            if total >= bounded.min_bytes or error or remaining <= 0:
-                return results
-            if not await self._wait_for_change(bounded.specs, remaining):
-                return results  # nothing changed while waiting: the same answer, without reading again
-
-    async def _wait_for_change(self, specs: list[FetchSpec], timeout: float) -> bool:
-        """Wait until one of the partitions changes (True) or ``timeout`` passes (False).
-
-        A few partitions wait on their own events; a fetch over many (a follower's) waits on the
-        broker-wide signal instead of one task per partition every round, and re-reads on any change."""
-        if len(specs) > FETCH_WAIT_PER_PARTITION_MAX:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._any_changed.wait(), timeout)
-                return True
-            return False
-        events = [self.partitions[s.tp].changed for s in specs if s.tp in self.partitions]
-        if not events:
-            return False
-        waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
-        try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
-        return bool(done)
-
-    # -- list offsets --------------------------------------------------------------------------------------
-
-    def list_offset(self, tp: TopicPartition, timestamp: int, replica_id: int, leader_epoch: int = -1) -> tuple[int, int, int]:
-        """``(offset, timestamp, leader_epoch)``; offset -1 when no record qualifies."""
-        part = self.leader_partition(tp)
-        part.check_epoch(leader_epoch)
-        for_consumer = replica_id < 0
-        if timestamp == -2:
-            return part.log.log_start_offset, -1, part.leader_epoch
-        if timestamp == -1:
-            return (part.high_watermark if for_consumer else part.log_end_offset), -1, part.leader_epoch
-        if timestamp == MAX_TIMESTAMP:
-            found = offset_of_max_timestamp(part.log)
-            if found is None or (for_consumer and found[0] >= part.high_watermark):
-                return -1, -1, part.leader_epoch
-            return found[0], found[1], part.leader_epoch
-        if timestamp < 0:
-            raise TidelogError(f"timestamp {timestamp}: use -1 (latest), -2 (earliest), -3 (max timestamp) "
-                               "or a time in ms", code=ErrorCode.INVALID_REQUEST)
-        found = part.offset_for_timestamp(timestamp, for_consumer)
-        if found is None:
-            return -1, -1, part.leader_epoch
-        return found[0], found[1], part.leader_epoch
 
     # -- housekeeping ------------------------------------------------------------------------------------------
 

@@ -31,8 +31,8 @@ from services.broker.pipeline import (
     RequestPipeline,
     through_pipeline,
 )
-from services.broker.replica_manager import FetchSpec, ProduceResult, ReplicaManager
-from services.broker.replica_results import grpc_partition_data
+from services.broker.replica_manager import ReplicaManager
+from services.broker.replica_results import FetchSpec, ProduceResult, grpc_partition_data
 from shared.coordinator_lookup import find_coordinators
 from shared.errors import TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers

@@ -1,15 +1,24 @@
-"""Fetch, for both doors: the consumer quota check, the read (``ReplicaManager.fetch``: long poll,
-min/max bytes), metrics and usage accounting. Followers' fetches are not a client's usage."""
+"""Fetch, for both doors: the consumer quota check, the read (``read``: the one fetch reader per
+partition, a long poll until ``min_bytes``, bounded by ``max_bytes``), metrics and usage accounting.
+Followers' fetches are not a client's usage."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
 from services.broker.api import BrokerApi
+from services.broker.fetch_reader import read_partition
 from services.broker.pipeline import FETCH, FETCH_TYPES, RequestContext
-from services.broker.replica_manager import FetchParams, FetchPartitionResult, FetchSpec
+from services.broker.replica_manager import ReplicaManager
+from services.broker.replica_results import FetchParams, FetchPartitionResult, FetchSpec
+from shared.errors import ErrorCode
 from shared.types import TopicPartition
+
+#: Fetches over more partitions than this wait on the broker-wide change signal.
+FETCH_WAIT_PER_PARTITION_MAX = 16
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 
@@ -33,7 +42,7 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
     params = FetchParams(replica_id=call.replica_id, max_wait_ms=call.max_wait_ms, min_bytes=call.min_bytes,
                          max_bytes=call.max_bytes or DEFAULT_MAX_BYTES, specs=call.specs)
     started = time.perf_counter()
-    results = await b.rm.fetch(params)
+    results = await read(b.rm, params)
     metrics = b.pipeline.metrics
     if metrics is not None:
         metrics.fetched(results)
@@ -44,3 +53,58 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
         nbytes = sum(len(r.records) for r in results.values())
         throttle_ms = b.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)
     return results, throttle_ms
+
+
+async def read(rm: ReplicaManager, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:
+    """Serve a fetch; the time spent reading is added to the caller's ``params.read_time_s``."""
+    bounded = params.bounded()
+    deadline = time.monotonic() + bounded.max_wait_ms / 1000
+    while True:
+        started = time.perf_counter()
+        results, total, error = _read_once(rm, bounded)
+        params.read_time_s += time.perf_counter() - started  # the caller's: request quotas and metrics read it
+        remaining = deadline - time.monotonic()
+        if total >= bounded.min_bytes or error or remaining <= 0:
+            return results
+        if not await _wait_for_change(rm, bounded.specs, remaining):
+            return results  # nothing changed while waiting: the same answer, without reading again
+
+
+def _read_once(rm: ReplicaManager, params: FetchParams) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
+    out: dict[TopicPartition, FetchPartitionResult] = {}
+    total = 0
+    error = False
+    consumer = params.replica_id < 0
+    for spec in params.specs:
+        # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
+        r = read_partition(rm, spec.tp, spec.offset, spec.leader_epoch,
+                           min(spec.max_bytes, params.max_bytes - total), for_consumer=consumer,
+                           min_one=total == 0,
+                           before_read=None if consumer else
+                           lambda part, o=spec.offset: part.update_follower(params.replica_id, o))
+        total += len(r.records)
+        error = error or r.error != ErrorCode.NONE
+        out[spec.tp] = r
+    return out, total, error
+
+
+async def _wait_for_change(rm: ReplicaManager, specs: list[FetchSpec], timeout: float) -> bool:
+    """Wait until one of the partitions changes (True) or ``timeout`` passes (False).
+
+    A few partitions wait on their own events; a fetch over many (a follower's) waits on the
+    broker-wide signal instead of one task per partition every round, and re-reads on any change."""
+    if len(specs) > FETCH_WAIT_PER_PARTITION_MAX:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rm.any_change().wait(), timeout)
+            return True
+        return False
+    events = [rm.partitions[s.tp].changed for s in specs if s.tp in rm.partitions]
+    if not events:
+        return False
+    waiters = [asyncio.ensure_future(ev.wait()) for ev in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+    return bool(done)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.broker.api import BrokerApi
+from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
+from services.broker.replica_manager import ReplicaManager
 from shared.errors import ErrorCode, TidelogError
 from shared.types import TopicPartition
 
@@ -31,8 +33,32 @@ def list_offsets(b: BrokerApi, queries: list[OffsetQuery], replica_id: int = -1)
     answers = []
     for q in queries:
         try:
-            offset, ts, epoch = b.rm.list_offset(q.tp, q.timestamp, replica_id, q.current_leader_epoch)
+            offset, ts, epoch = list_offset(b.rm, q.tp, q.timestamp, replica_id, q.current_leader_epoch)
             answers.append(OffsetAnswer(q.tp, offset=offset, timestamp=ts, leader_epoch=epoch))
         except TidelogError as exc:
             answers.append(OffsetAnswer(q.tp, exc.code, str(exc)))
     return answers
+
+
+def list_offset(rm: ReplicaManager, tp: TopicPartition, timestamp: int, replica_id: int,
+                leader_epoch: int = -1) -> tuple[int, int, int]:
+    """``(offset, timestamp, leader_epoch)`` on the leader; offset -1 when no record qualifies."""
+    part = rm.leader_partition(tp)
+    part.check_epoch(leader_epoch)
+    for_consumer = replica_id < 0
+    if timestamp == -2:
+        return part.log.log_start_offset, -1, part.leader_epoch
+    if timestamp == -1:
+        return (part.high_watermark if for_consumer else part.log_end_offset), -1, part.leader_epoch
+    if timestamp == MAX_TIMESTAMP:
+        found = offset_of_max_timestamp(part.log)
+        if found is None or (for_consumer and found[0] >= part.high_watermark):
+            return -1, -1, part.leader_epoch
+        return found[0], found[1], part.leader_epoch
+    if timestamp < 0:
+        raise TidelogError(f"timestamp {timestamp}: use -1 (latest), -2 (earliest), -3 (max timestamp) "
+                           "or a time in ms", code=ErrorCode.INVALID_REQUEST)
+    found = part.offset_for_timestamp(timestamp, for_consumer)
+    if found is None:
+        return -1, -1, part.leader_epoch
+    return found[0], found[1], part.leader_epoch

@@ -3,17 +3,28 @@ for replication as ``acks`` asks.
 
 ``append`` is the synchronous part (a stream's sequencer runs it request by request, so appends keep
 their order); ``complete`` waits for acks=all; ``ready`` answers at once what waits for nothing.
+The partitions themselves (validation, offsets, idempotence, the high watermark) are the replica
+manager's ``Partition`` objects; this module decides per request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
+from services.broker import request_limits
 from services.broker.api import BrokerApi
+from services.broker.partition import Partition
 from services.broker.pipeline import PRODUCE, PRODUCE_TYPES, RequestContext
-from services.broker.replica_manager import ProduceResult, ReplicationWait
+from services.broker.replica_manager import ReplicaManager
+from services.broker.replica_results import ProduceResult
+from shared.errors import ErrorCode, TidelogError
 from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+ReplicationWait = tuple[TopicPartition, Partition, int, int]  # partition, its object, offset to reach, epoch
 
 
 @dataclass(slots=True)
@@ -35,7 +46,7 @@ class PendingProduce:
 
 def append(b: BrokerApi, ctx: RequestContext, call: ProduceCall) -> PendingProduce:
     started = time.perf_counter()
-    results, waits = b.rm.append(call.acks, call.data)
+    results, waits = append_all(b.rm, call.acks, call.data)
     handler_s = time.perf_counter() - started
     nbytes = sum(len(records) for _, records in call.data)
     metrics = b.pipeline.metrics
@@ -47,7 +58,7 @@ def append(b: BrokerApi, ctx: RequestContext, call: ProduceCall) -> PendingProdu
 
 async def complete(b: BrokerApi, pending: PendingProduce) -> dict[TopicPartition, ProduceResult]:
     started = time.perf_counter()
-    results = await b.rm.complete_produce(pending.call.timeout_ms, pending.results, pending.waits)
+    results = await wait_for_replication(pending.call.timeout_ms, pending.results, pending.waits)
     _done(b, pending, time.perf_counter() - started)
     return results
 
@@ -64,3 +75,42 @@ def _done(b: BrokerApi, pending: PendingProduce, remote_s: float) -> None:
     metrics = b.pipeline.metrics
     if metrics is not None:
         metrics.request_done("Produce", max(pending.held_s, 0.0), pending.local_s, remote_s)
+
+
+def append_all(rm: ReplicaManager, acks: int, data: list[tuple[TopicPartition, bytes]],
+               ) -> tuple[dict[TopicPartition, ProduceResult], list[ReplicationWait]]:
+    """Append to every partition now, in the caller's order; the results and what
+    ``wait_for_replication`` must wait for (acks=all)."""
+    results: dict[TopicPartition, ProduceResult] = {}
+    if acks not in (0, 1, -1):
+        return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}")
+                for tp, _ in data}, []
+    waits: list[ReplicationWait] = []
+    for tp, records in data:
+        try:
+            part = rm.leader_partition(tp)
+            epoch = part.leader_epoch
+            info = part.append_as_leader(records, acks)
+            results[tp] = ProduceResult(base_offset=info.first_offset, log_append_time=info.log_append_time,
+                                        log_start_offset=info.log_start_offset, last_offset=info.last_offset)
+            if acks == -1:
+                waits.append((tp, part, info.last_offset + 1, epoch))
+        except TidelogError as exc:
+            results[tp] = ProduceResult(exc.code, exc.args[0] if exc.args else exc.code.name)  # the code travels apart
+        except Exception as exc:  # never let one partition's failure crash the request
+            log.exception("produce failed", extra={"tp": str(tp)})
+            results[tp] = ProduceResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+    return results, waits
+
+
+async def wait_for_replication(timeout_ms: int, results: dict[TopicPartition, ProduceResult],
+                               waits: list[ReplicationWait]) -> dict[TopicPartition, ProduceResult]:
+    """Wait until the appends of ``append_all`` are replicated as acks=all asks (no-op otherwise)."""
+    if waits:
+        timeout = request_limits.produce_timeout_ms(timeout_ms) / 1000
+        done = await asyncio.gather(*(part.wait_for_hw(off, timeout, ep) for _, part, off, ep in waits))
+        for (tp, part, _, _), ok in zip(waits, done):
+            if not ok:
+                code = ErrorCode.REQUEST_TIMED_OUT if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                results[tp] = ProduceResult(code, f"{tp}: not replicated to the ISR within {timeout_ms} ms")
+    return results

@@ -26,7 +26,7 @@ from services.broker.api import fetch as fetch_api
 from services.broker.fetch_sessions import FINAL_EPOCH, LeaderSession, resolve_session
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.pipeline import RequestContext
-from services.broker.replica_manager import FetchPartitionResult, FetchSpec
+from services.broker.replica_results import FetchPartitionResult, FetchSpec
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
 from shared.types import TopicPartition

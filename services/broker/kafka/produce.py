@@ -6,7 +6,7 @@ from __future__ import annotations
 from services.broker.api import produce as produce_api
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.pipeline import RequestContext
-from services.broker.replica_manager import ProduceResult
+from services.broker.replica_results import ProduceResult
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
 from shared.records.compression import CompressionType

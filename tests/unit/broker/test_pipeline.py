@@ -119,14 +119,16 @@ def test_other_unary_methods_go_through_the_pipeline() -> None:
 
 def test_fetch_read_time_reaches_the_callers_params(tmp_path: Any) -> None:
     """Request quotas and the fetch metrics read ``read_time_s`` from the params the server passed,
-    not from the bounded copy the replica manager reads with."""
-    from services.broker.replica_manager import FetchParams, FetchSpec, ReplicaManager
+    not from the bounded copy the fetch reader reads with."""
+    from services.broker.api.fetch import read
+    from services.broker.replica_manager import ReplicaManager
+    from services.broker.replica_results import FetchParams, FetchSpec
     from shared.types import TopicPartition
 
     async def run() -> FetchParams:
         params = FetchParams(replica_id=-1, max_wait_ms=0,
                              specs=[FetchSpec(TopicPartition("nope", 0), 0, 1024, -1)])
-        await ReplicaManager(1, str(tmp_path)).fetch(params)
+        await read(ReplicaManager(1, str(tmp_path)), params)
         return params
 
     assert asyncio.run(run()).read_time_s > 0

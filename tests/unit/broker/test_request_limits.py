@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.broker import request_limits as rl
-from services.broker.replica_manager import FetchParams, FetchSpec
+from services.broker.replica_results import FetchParams, FetchSpec
 from shared.types import TopicPartition
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 
 from services.broker.metrics import BrokerMetrics, PartitionCollector
-from services.broker.replica_manager import ProduceResult
+from services.broker.replica_results import ProduceResult
 from shared.errors import ErrorCode
 from shared.metrics import histogram_quantile, parse, quantile_from_buckets, total
 from shared.types import TopicPartition
