@@ -20,6 +20,8 @@ from typing import Any
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, classify_field, is_optional
 
+from shared.records.varint import encode_unsigned_varint
+
 _FIXED = {"int8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "timedelta_i32": 4,
           "uint32": 4, "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uint64": 8, "uuid": 16}
 _VARIABLE = {"string", "bytes", "records"}
@@ -197,21 +199,12 @@ def check_request(frame: bytes, header_cls: type, body_cls: type) -> bytes:
     return _without(frame, w.strip)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _without(frame: bytes, sections: list[tuple[int, int, int, list[tuple[int, int]]]]) -> bytes:
     parts: list[bytes] = []
     pos = 0
     for section, after_count, count, unknown in sorted(sections):
         parts.append(frame[pos:section])
-        parts.append(_uvarint(count - len(unknown)))
+        parts.append(encode_unsigned_varint(count - len(unknown)))
         pos = after_count
         for start, end in unknown:
             parts.append(frame[pos:start])
