@@ -24,7 +24,6 @@ import contextlib
 import logging
 import struct
 import time
-from typing import Any
 
 from services.broker.kafka.apis import Connection, KafkaApis
 from services.broker.pipeline import NotAuthorized
@@ -159,6 +158,3 @@ class KafkaListener:
             return [], throttle_ms
         return encode_response(request.api, request.correlation_id, body), throttle_ms
 
-
-def kafka_listener_info(host: str, port: int) -> dict[str, Any]:
-    return {"kafka": f"{host}:{port}"}
