@@ -122,6 +122,9 @@ def kafka_consume(bootstrap: str, topic: str, records: int, fetch_max_bytes: int
         "enable.auto.commit": False, "fetch.max.bytes": fetch_max_bytes,
         "max.partition.fetch.bytes": max_partition_fetch_bytes, "queued.max.messages.kbytes": 1_048_576,
         "fetch.wait.max.ms": 100,
+        # librdkafka stops fetching a partition for fetch.queue.backoff.ms (1 s) once queued.min.messages
+        # (100k) wait in its queue: a reader faster than that would idle out each second.
+        "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10,
     })
     try:
         md = consumer.list_topics(topic, timeout=10)

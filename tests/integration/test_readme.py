@@ -12,10 +12,10 @@ import sys
 from tests.conftest import REPO
 
 
-def _python_snippet() -> str:
+def _python_snippet(marker: str = "brokers_from_data_dir()") -> str:
     with open(os.path.join(REPO, "README.md")) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    [snippet] = [b for b in blocks if "brokers_from_data_dir()" in b and "Producer(" in b]
+    [snippet] = [b for b in blocks if marker in b and "Producer(" in b]
     return snippet
 
 
@@ -34,3 +34,14 @@ def test_the_readme_python_snippet_runs_twice_and_prints_what_it_sent(cluster) -
         assert read_back and "('trace', b'42')" in read_back[0], r.stdout
         offsets.append(offset)
     assert offsets[1] == offsets[0] + 1  # the same key, the same partition, the next offset
+
+
+def test_the_readme_kafka_client_snippet_runs_against_the_kafka_listener(cluster) -> None:
+    """The Kafka-clients section: confluent-kafka, pointed at kafka_bootstrap, produces idempotently with
+    zstd and reads the record back in a group."""
+    snippet = _python_snippet("from confluent_kafka import")
+    env = {**os.environ, "TIDELOG_DATA_DIR": cluster.info["data_dir"]}
+    r = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, cwd=REPO,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert "b'k' b'hello' [('h', b'1')]" in r.stdout, r.stdout
