@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,8 @@ class KafkaApis:
         self.fetch_sessions: Any = None  # services.broker.kafka.fetch.FetchSessions
         self.groups: Any = None  # services.broker.kafka.group_routing.CoordinatorRouter
         self.consumer_members: Any = None  # services.broker.kafka.groups_consumer.MemberCache
+        self._ids_view: Any = None
+        self._ids: tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]] = ({}, {})
         self.handlers: dict[int, Handler] = {}
         self.versions: dict[int, tuple[int, int]] = {}
 
@@ -77,6 +80,17 @@ class KafkaApis:
         if values is not None and "throttle_time" not in values:
             values = {**values, "throttle_time": throttle_ms}
         return (None if values is None else build(request.api.response, values)), throttle_ms
+
+    def topic_ids(self) -> tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]]:
+        """Topic id -> name and name -> id of the current metadata view (topic ids are UUIDs on the Kafka
+        door), built once per topics snapshot (the metadata cache replaces ``view.topics`` on every change)
+        rather than on every fetch or heartbeat."""
+        topics = self.broker.rm.view.topics
+        if self._ids_view is not topics:
+            by_id = {uuid.UUID(hex=t.topic_id): name for name, t in topics.items() if t.topic_id}
+            self._ids = (by_id, {n: i for i, n in by_id.items()})
+            self._ids_view = topics
+        return self._ids
 
     async def close(self) -> None:
         if self.groups is not None:

@@ -18,7 +18,6 @@ move it.
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections import OrderedDict
 from typing import Any
 
@@ -62,16 +61,11 @@ class FetchSessions:
         self.sessions.pop(session_id, None)
 
 
-def _topic_ids(apis: KafkaApis) -> dict[uuid.UUID, str]:
-    return {uuid.UUID(hex=t.topic_id): name for name, t in apis.broker.rm.view.topics.items() if t.topic_id}
-
-
 async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     body = req.body
     version = req.api.version
     by_id = version >= 13
-    ids = _topic_ids(apis) if by_id else {}
-    names = {n: i for i, n in ids.items()}
+    ids, names = apis.topic_ids() if by_id else ({}, {})
     sessions: FetchSessions = apis.fetch_sessions
     session_id = int(getattr(body, "session_id", 0))
     epoch = int(getattr(body, "session_epoch", FINAL_EPOCH))

@@ -43,11 +43,6 @@ class MemberFields:
     owned: list[tuple[str, list[int]]] = field(default_factory=list)
 
 
-def _ids(apis: KafkaApis) -> tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]]:
-    by_id = {uuid.UUID(hex=t.topic_id): name for name, t in apis.broker.rm.view.topics.items() if t.topic_id}
-    return by_id, {n: i for i, n in by_id.items()}
-
-
 class MemberCache:
     def __init__(self) -> None:
         self.members: dict[tuple[str, str], MemberFields] = {}
@@ -94,7 +89,7 @@ class MemberCache:
 
 async def handle_heartbeat(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     b = req.body
-    names, ids = _ids(apis)
+    names, ids = apis.topic_ids()
     cache: MemberCache = apis.consumer_members
     fields = cache.merge(b, names)
     if fields is None:
@@ -136,7 +131,7 @@ def _assignment(tps: Any, ids: dict[str, uuid.UUID]) -> dict[str, Any]:
 async def handle_describe(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     b = req.body
     ops = _GROUP_OPERATIONS if b.include_authorized_operations else _NOT_REQUESTED
-    _, ids = _ids(apis)
+    _, ids = apis.topic_ids()
     out = []
     for group_id in b.group_ids:
         empty = {"group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
