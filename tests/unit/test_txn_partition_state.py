@@ -126,3 +126,34 @@ def test_collect_aborted_is_kafkas_overlap_rule(tmp_path: os.PathLike[str]) -> N
     # fetch [5, 13): txn 1 ended before 5, txn 2 overlaps, txn 3 starts at 12 < 13, and its LSO 15 >= 13 stops
     assert [e.producer_id for e in collect_aborted([a, b], 5, 13)] == [2, 3]
     assert [e.producer_id for e in collect_aborted([a, b], 0, 4)] == [1]
+
+
+def _batch(base: int, pid: int, *, transactional: bool = True, marker: int | None = None) -> tuple[object, int | None]:
+    from shared.records.builder import build_control_batch, encode_batch
+    from shared.records.header import BatchHeader
+
+    if marker is not None:
+        raw = build_control_batch(marker, pid, 0, 0)
+    else:
+        raw = encode_batch([(0, None, b"v", ())], producer_id=pid, producer_epoch=0, base_sequence=0,
+                           transactional=transactional)
+    return BatchHeader.parse(bytes(_with_base(raw, base)), 0), marker
+
+
+def _with_base(raw: bytes, base: int) -> bytearray:
+    from shared.records.header import set_base_offset
+
+    buf = bytearray(raw)
+    set_base_offset(buf, 0, base, 0)
+    return buf
+
+
+def test_read_committed_filter_skips_aborted_batches_until_their_marker() -> None:
+    from shared.records.read_committed import AbortedFilter
+    from shared.records.record import CONTROL_ABORT, CONTROL_COMMIT
+
+    f = AbortedFilter([(1, 0)])  # producer 1's transaction from offset 0 was aborted
+    steps = [_batch(0, 1), _batch(1, 2), _batch(2, 1), _batch(3, 2, marker=CONTROL_COMMIT),
+             _batch(4, 1, marker=CONTROL_ABORT), _batch(5, 1), _batch(6, 3, transactional=False)]
+    kept = [h.base_offset for h, m in steps if f.keep(h, m)]  # type: ignore[attr-defined]
+    assert kept == [1, 5, 6]  # producer 1's later transaction (offset 5) was not aborted
