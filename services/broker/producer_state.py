@@ -14,8 +14,10 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from services.broker.txn_state import AbortedTxn, TxnState
 from shared.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from shared.records.header import BatchHeader
+from shared.records.record import CONTROL_COMMIT
 
 MAX_CACHED_BATCHES = 5
 INT_MAX = 2**31 - 1
@@ -46,6 +48,8 @@ def _next_seq(seq: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        #: each producer's open transaction on this partition, and the last stable offset
+        self.txn = TxnState()
 
     def check(self, h: BatchHeader) -> BatchMeta | None:
         """Validate an incoming leader batch; return the original ``BatchMeta`` if it is a duplicate."""
@@ -76,19 +80,32 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, h: BatchHeader, first_offset: int, last_offset: int) -> None:
-        """Record an appended batch (leader, follower or recovery)."""
+    def update(self, h: BatchHeader, first_offset: int, last_offset: int,
+               marker: tuple[int, int] | None = None) -> AbortedTxn | None:
+        """Record an appended batch (leader, follower or recovery). A control batch passes its marker
+        ``(control type, coordinator epoch)``; an abort returns the entry for the segment's ``.txnindex``."""
         pid = h.producer_id
+        if h.is_control:
+            if pid < 0 or marker is None:
+                return None
+            kind, coordinator_epoch = marker
+            _, aborted = self.txn.on_marker(pid, h.producer_epoch, first_offset, kind == CONTROL_COMMIT,
+                                            coordinator_epoch)
+            return aborted
+        if pid >= 0 and h.is_transactional:
+            self.txn.on_data(pid, h.producer_epoch, first_offset, True)
         if pid < 0 or h.base_sequence < 0:
-            return
+            return None
         entry = self.producers.get(pid)
         if entry is None or h.producer_epoch > entry.epoch:
             entry = self.producers[pid] = ProducerEntry(h.producer_epoch)
         elif h.producer_epoch < entry.epoch:
-            return
+            return None
         entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, first_offset, last_offset))
+        return None
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         self.producers.clear()
+        self.txn = TxnState()
         for h in headers:
             self.update(h, h.base_offset, h.last_offset)

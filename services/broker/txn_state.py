@@ -153,6 +153,20 @@ class TxnState:
         first = self.first_unstable_offset()
         return high_watermark if first is None else min(first, high_watermark)
 
+    def rows(self) -> list[list[int]]:
+        """``[producer_id, epoch, coordinator_epoch, open_first_offset]`` per producer: what a producer
+        snapshot keeps (completed-but-unreplicated transactions are not kept, as in Kafka's snapshot)."""
+        return [[pid, p.epoch, p.coordinator_epoch, p.open_first_offset] for pid, p in sorted(self._producers.items())]
+
+    @classmethod
+    def from_rows(cls, rows: list[list[int]]) -> TxnState:
+        s = cls()
+        for pid, epoch, coordinator_epoch, first in rows:
+            s._producers[int(pid)] = _Producer(int(epoch), int(coordinator_epoch), int(first))
+            if int(first) >= 0:
+                bisect.insort(s._open, (int(first), int(pid)))
+        return s
+
     def open_transactions(self) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of each open transaction, oldest first: DescribeProducers and
         find-hanging read this."""

@@ -157,3 +157,33 @@ def test_read_committed_filter_skips_aborted_batches_until_their_marker() -> Non
              _batch(4, 1, marker=CONTROL_ABORT), _batch(5, 1), _batch(6, 3, transactional=False)]
     kept = [h.base_offset for h, m in steps if f.keep(h, m)]  # type: ignore[attr-defined]
     assert kept == [1, 5, 6]  # producer 1's later transaction (offset 5) was not aborted
+
+
+def test_recovery_rebuilds_open_transactions_and_the_abort_index_from_the_log(tmp_path: os.PathLike[str]) -> None:
+    from services.broker.log import PartitionLog
+    from services.broker.log.producer_snapshot import read_snapshot, restore_producer_state, write_snapshot
+    from shared.records.builder import build_control_batch, encode_batch
+    from shared.records.record import CONTROL_ABORT
+
+    log = PartitionLog(str(tmp_path))
+
+    def data(base: int, pid: int, seq: int) -> bytes:
+        return encode_batch([(0, None, b"v", ())], base_offset=base, producer_id=pid, producer_epoch=0,
+                            base_sequence=seq, transactional=True)
+
+    def marker(base: int, pid: int, kind: int) -> bytes:
+        return bytes(_with_base(build_control_batch(kind, pid, 0, 0, coordinator_epoch=7), base))
+
+    log.append_as_follower(data(0, 1, 0))
+    log.append_as_follower(data(1, 2, 0))
+    log.append_as_follower(marker(2, 1, CONTROL_ABORT))  # producer 1 aborts; producer 2 stays open
+    assert not log.aborted_transactions(0, 3)  # a follower append indexes nothing by itself
+    state = restore_producer_state(log)
+    assert state.txn.open_transactions() == [(2, 1)]
+    assert log.aborted_transactions(0, 3) == [AbortedTxn(1, 0, 2, 1)]
+    assert state.txn.check_marker(1, 0, coordinator_epoch=6)[0] == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    # snapshot v2 keeps the open transaction and the coordinator epoch
+    write_snapshot(str(tmp_path), 3, state)
+    loaded = read_snapshot(str(tmp_path), 3)
+    assert loaded is not None and loaded.txn.rows() == state.txn.rows()
+    assert restore_producer_state(log).txn.open_transactions() == [(2, 1)]

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
 from services.broker.log.segment_swap import complete_interrupted_swaps
+from services.broker.log.txn_index import collect_aborted
 from services.broker.log.validation import validate_batches, validate_produce
+from services.broker.txn_state import AbortedTxn
 from shared.config import LogConfig
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
 from shared.records.decoder import decode_batch
@@ -385,6 +387,15 @@ class PartitionLog:
             data = seg.read_at(bp.position, want)
             return FetchResult(cut_below(data, limit), self.log_start_offset, leo)
         return FetchResult(b"", self.log_start_offset, leo)
+
+    def add_aborted(self, entry: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its abort marker."""
+        self.segments[self._segment_index(entry.last_offset)].txn_index.append(entry)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed read of [fetch_offset, upper_bound) overlaps."""
+        i = self._segment_index(fetch_offset)
+        return collect_aborted((seg.txn_index for seg in self.segments[i:]), fetch_offset, upper_bound)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``."""

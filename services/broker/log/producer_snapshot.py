@@ -7,8 +7,11 @@ that compaction later removed from the older segments.
 
 File format (JSON, written to ``.tmp``, fsynced, renamed)::
 
-    {"version": 1, "offset": N, "crc": crc32c of the canonical producers text,
-     "producers": [[producer_id, epoch, [[first_seq, last_seq, first_offset, last_offset], ...]], ...]}
+    {"version": 2, "offset": N, "crc": crc32c of the canonical producers text + transactions text,
+     "producers": [[producer_id, epoch, [[first_seq, last_seq, first_offset, last_offset], ...]], ...],
+     "transactions": [[producer_id, epoch, coordinator_epoch, open transaction's first offset or -1], ...]}
+
+Version 1 (no ``transactions``) is still read.
 
 A snapshot that does not parse or whose CRC does not match is ignored (an older one, or
 the log itself, is used instead). Files and pure state only; no networking, no asyncio.
@@ -22,13 +25,15 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from services.broker.producer_state import BatchMeta, ProducerEntry, ProducerStateManager
+from services.broker.txn_state import AbortedTxn, TxnState
+from shared.records.decoder import control_record_type, decode_batch
 from shared.records.header import crc32c
 
 if TYPE_CHECKING:
     from services.broker.log.partition_log import PartitionLog
 
 SUFFIX = ".snapshot"
-VERSION = 1
+VERSION = 2
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +58,15 @@ def _producers_text(state: ProducerStateManager) -> str:
     return json.dumps(rows, separators=(",", ":"))
 
 
+def _txns_text(rows: Any) -> str:
+    return json.dumps(rows, separators=(",", ":"))
+
+
 def write_snapshot(directory: str, offset: int, state: ProducerStateManager) -> str:
     text = _producers_text(state)
-    doc = f'{{"version":{VERSION},"offset":{offset},"crc":{crc32c(text.encode())},"producers":{text}}}'
+    txns = _txns_text(state.txn.rows())
+    crc = crc32c((text + txns).encode())
+    doc = f'{{"version":{VERSION},"offset":{offset},"crc":{crc},"producers":{text},"transactions":{txns}}}'
     path = snapshot_path(directory, offset)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -73,9 +84,13 @@ def read_snapshot(directory: str, offset: int) -> ProducerStateManager | None:
             doc = json.load(f)
         rows = doc["producers"]
         text = json.dumps(rows, separators=(",", ":"))
-        if doc["version"] != VERSION or doc["offset"] != offset or doc["crc"] != crc32c(text.encode()):
+        version = doc["version"]
+        txns = doc.get("transactions", []) if version == 2 else []
+        covered = text + (_txns_text(txns) if version == 2 else "")
+        if version not in (1, 2) or doc["offset"] != offset or doc["crc"] != crc32c(covered.encode()):
             raise ValueError("version, offset or CRC mismatch")
         state = ProducerStateManager()
+        state.txn = TxnState.from_rows(txns)
         for pid, epoch, batches in rows:
             entry = ProducerEntry(int(epoch))
             for first_seq, last_seq, first_off, last_off in batches:
@@ -120,8 +135,25 @@ def restore_producer_state(plog: PartitionLog) -> ProducerStateManager:
     for seg in plog.segments:
         if seg.next_offset <= start:
             continue  # wholly before the snapshot: not even read
+        aborted: list[AbortedTxn] = []
         for bp in seg.scan_headers(0):
             h = bp.header
             if h.base_offset >= start and h.last_offset >= plog.log_start_offset:
-                state.update(h, h.base_offset, h.last_offset)
+                marker = read_marker(seg.read_at(bp.position, h.size)) if h.is_control else None
+                entry = state.update(h, h.base_offset, h.last_offset, marker)
+                if entry is not None:
+                    aborted.append(entry)
+        # The replayed part of this segment's aborted-transaction index is rebuilt from the markers (its
+        # file may have missed entries written after the last flush).
+        seg.txn_index.replace_from(max(start, seg.base_offset), aborted)
     return state
+
+
+def read_marker(batch: bytes) -> tuple[int, int] | None:
+    """``(control type, coordinator epoch)`` of a control batch's marker; None if it has no record."""
+    _, records = decode_batch(batch, validate=False)
+    if not records:
+        return None
+    value = records[0].value or b""
+    coordinator_epoch = int.from_bytes(value[2:6], "big", signed=True) if len(value) >= 6 else 0
+    return control_record_type(records[0]), coordinator_epoch

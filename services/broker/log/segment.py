@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from services.broker.log.index import OffsetIndex, TimeIndex
+from services.broker.log.txn_index import TxnIndex, index_path
 from shared.errors import CorruptRecordError
 from shared.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, check_batch, peek_size
 
@@ -27,7 +28,8 @@ class BatchPosition:
 
 
 class LogSegment:
-    """Files ``<base>.log``, ``<base>.index`` and ``<base>.timeindex`` in ``directory``."""
+    """Files ``<base>.log``, ``<base>.index`` and ``<base>.timeindex`` in ``directory``, and
+    ``<base>.txnindex`` once a transaction aborted in it."""
 
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
         self.directory = directory
@@ -42,6 +44,14 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self._bytes_since_index = 0
+        self._txn_index: TxnIndex | None = None
+
+    @property
+    def txn_index(self) -> TxnIndex:
+        """The aborted-transaction index (read on first use; its file is written on the first entry)."""
+        if self._txn_index is None:
+            self._txn_index = TxnIndex(index_path(self.directory, self.base_offset))
+        return self._txn_index
 
     def indexes_full(self, max_index_bytes: int) -> bool:
         """True once either index holds ``segment.index.bytes`` worth of entries (Kafka rolls then:
@@ -84,6 +94,8 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def dup_fds(self) -> list[int]:
         """Duplicates of the log and index descriptors, for an fsync from another thread that must
@@ -206,6 +218,7 @@ class LogSegment:
         self.size = bp.position
         self.offset_index.truncate_to_position(bp.position)
         self.time_index.truncate_to_offset(bp.header.base_offset)
+        self.txn_index.truncate_to(bp.header.base_offset)
         self.next_offset = bp.header.base_offset
         self.max_timestamp = max((b.header.max_timestamp for b in self.scan_headers(0)), default=-1)
         self._bytes_since_index = self.index_interval_bytes
@@ -229,6 +242,7 @@ class LogSegment:
                 pass
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"

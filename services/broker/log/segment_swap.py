@@ -27,17 +27,21 @@ Files only; no networking, no asyncio, no record decoding.
 
 from __future__ import annotations
 
+import bisect
 import os
 import secrets
 import signal
 from collections.abc import Callable, Sequence
 
+from services.broker.log.txn_index import TxnIndex
+from services.broker.log.txn_index import encode as encode_txn_index
+from services.broker.txn_state import AbortedTxn
 from shared.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
-SEGMENT_FILES = (".log", ".index", ".timeindex")
+SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex")
 FAULT_ENV = "TIDELOG_FAULT_SWAP"
 FAULT_ONCE_ENV = "TIDELOG_FAULT_SWAP_ONCE"  # a marker file: fire only if it does not exist yet (then create it)
 
@@ -176,7 +180,10 @@ def rename_files(directory: str, new_bases: Sequence[int], old_bases: Sequence[i
     """Steps 2-4 on disk. Returns the ``.deleted`` paths for the caller to remove later.
 
     The old segments' descriptors must already be closed or be safe to keep (POSIX renames
-    do not disturb open descriptors)."""
+    do not disturb open descriptors). The old segments' aborted-transaction entries go to the new
+    segment holding each abort marker's offset, written as ``<base>.txnindex.swap`` before any
+    ``.log.swap`` exists, so a swap that recovery completes always has them."""
+    _write_merged_txn_indexes(directory, new_bases, old_bases)
     for i, base in enumerate(sorted(new_bases, reverse=True)):
         os.rename(seg_path(directory, base, ".log", CLEANED), seg_path(directory, base, ".log", SWAP))
         fsync_dir(directory)
@@ -193,10 +200,38 @@ def rename_files(directory: str, new_bases: Sequence[int], old_bases: Sequence[i
     for i, base in enumerate(sorted(new_bases)):
         for ext in (".index", ".timeindex"):  # rebuilt from the new .log by the caller
             _unlink(seg_path(directory, base, ext))
+        _strip_txn_index(directory, base)
         os.rename(seg_path(directory, base, ".log", SWAP), seg_path(directory, base, ".log"))
         fsync_dir(directory)
         on_step(f"strip:{i}")
     return deleted
+
+
+def _write_merged_txn_indexes(directory: str, new_bases: Sequence[int], old_bases: Sequence[int]) -> None:
+    entries = []
+    for base in old_bases:
+        path = seg_path(directory, base, ".txnindex")
+        if os.path.exists(path):
+            entries.extend(TxnIndex(path).entries)
+    if not entries:
+        return
+    bases = sorted(new_bases)
+    by_base: dict[int, list[AbortedTxn]] = {}
+    for e in sorted(entries, key=lambda e: e.last_offset):
+        i = max(bisect.bisect_right(bases, e.last_offset) - 1, 0)
+        by_base.setdefault(bases[i], []).append(e)
+    for base, group in by_base.items():
+        with open(seg_path(directory, base, ".txnindex", SWAP), "wb") as f:
+            f.write(encode_txn_index(group))
+            f.flush()
+            os.fsync(f.fileno())
+    fsync_dir(directory)
+
+
+def _strip_txn_index(directory: str, base: int) -> None:
+    merged = seg_path(directory, base, ".txnindex", SWAP)
+    if os.path.exists(merged):
+        os.rename(merged, seg_path(directory, base, ".txnindex"))
 
 
 def _unlink(path: str) -> None:
@@ -238,6 +273,9 @@ def complete_interrupted_swaps(directory: str) -> set[int]:
         if name.endswith((CLEANED, DELETED, ".tmp")):
             _unlink(os.path.join(directory, name))
     swaps = sorted(b for n in names if n.endswith(".log" + SWAP) and (b := _base_of(n, ".log" + SWAP)) is not None)
+    for name in names:  # merged indexes of a swap that never reached its .log.swap step
+        if name.endswith(".txnindex" + SWAP) and _base_of(name, ".txnindex" + SWAP) not in swaps:
+            _unlink(os.path.join(directory, name))
     if not swaps:
         return set()
     regular = sorted(b for n in names if n.endswith(".log") and (b := _base_of(n, ".log")) is not None)
@@ -249,6 +287,7 @@ def complete_interrupted_swaps(directory: str) -> set[int]:
                     _unlink(seg_path(directory, old, ext))
         for ext in (".index", ".timeindex"):
             _unlink(seg_path(directory, base, ext))
+        _strip_txn_index(directory, base)
         os.rename(seg_path(directory, base, ".log", SWAP), seg_path(directory, base, ".log"))
     fsync_dir(directory)
     return set(swaps)

@@ -75,6 +75,17 @@ class TxnIndex:
             finally:
                 os.close(fd)
 
+    def replace_from(self, offset: int, entries: list[AbortedTxn]) -> None:
+        """Entries whose marker is at or after ``offset`` become ``entries`` (recovery's rebuild)."""
+        keep = [e for e in self.entries if e.last_offset < offset]
+        new = keep + sorted(entries, key=lambda e: e.last_offset)
+        if new != self.entries:
+            self.entries = new
+            tmp = self.path + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(encode(new))
+            os.replace(tmp, self.path)
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose marker is at or after ``offset`` (the log was cut there)."""
         keep = [e for e in self.entries if e.last_offset < offset]

@@ -189,3 +189,32 @@ def test_retention_follows_cleanup_policy(tmp_path, policy: str, deletes: bool) 
     clock.now += 5000
     assert (log.apply_retention() > 0) is deletes
     assert (log.log_start_offset > 0) is deletes
+
+
+@pytest.mark.parametrize("step", ["none", *swap_steps(2, 4)])
+def test_aborted_transaction_entries_follow_the_cleaned_segments_through_any_crash(tmp_path, step: str) -> None:
+    from services.broker.txn_state import AbortedTxn
+
+    clock = FakeClock()
+    log = make_log(str(tmp_path / "t-0"), clock)
+    cleaned, old = cleaned_groups(log)
+    # one aborted transaction indexed in each of the four old segments (markers at their last offsets)
+    entries = [AbortedTxn(100 + i, seg.base_offset, seg.next_offset - 1, seg.next_offset) for i, seg in enumerate(old)]
+    for e in entries:
+        log.add_aborted(e)
+    split = old[2].base_offset
+
+    def crash(at: str) -> None:
+        if at == step:
+            raise Crash(at)
+
+    if step == "none":
+        replace_segments(log, cleaned, old, on_step=crash)
+    else:
+        with pytest.raises(Crash):
+            replace_segments(log, cleaned, old, on_step=crash)
+    close_all(log)
+    reopened = PartitionLog(log.directory, log.config, clock)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == entries
+    assert [e.producer_id for e in reopened.aborted_transactions(split, reopened.log_end_offset)] == [102, 103]
+    assert not [n for n in os.listdir(reopened.directory) if n.endswith((".swap", ".cleaned", ".deleted"))]
