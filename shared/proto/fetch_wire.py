@@ -25,13 +25,15 @@ class FetchPartitionView:
 
     __slots__ = ("partition", "error_code", "error_message", "high_watermark", "last_stable_offset",
                  "log_start_offset", "log_end_offset", "leader_epoch", "fetch_offset", "next_offset",
-                 "buf", "records_start", "records_end")
+                 "aborted_transactions", "buf", "records_start", "records_end")
 
     def __init__(self, buf: bytes, pos: int, end: int) -> None:
         self.partition = self.error_code = self.high_watermark = self.last_stable_offset = 0
         self.log_start_offset = self.log_end_offset = self.leader_epoch = 0
         self.fetch_offset = self.next_offset = 0
         self.error_message = ""
+        #: read_committed: (producer_id, first_offset) of each aborted transaction the range overlaps
+        self.aborted_transactions: list[tuple[int, int]] = []
         self.buf = buf
         self.records_start = self.records_end = 0
         for field, value in fields(buf, pos, end):
@@ -39,6 +41,8 @@ class FetchPartitionView:
                 self.records_start, self.records_end = value
             elif field == 3 and isinstance(value, tuple):
                 self.error_message = text(buf, value)
+            elif field == 12 and isinstance(value, tuple):
+                self.aborted_transactions.append(_aborted(buf, *value))
             elif isinstance(value, int) and field in _PARTITION_INTS:
                 setattr(self, _PARTITION_INTS[field], signed(value))
 
@@ -55,6 +59,17 @@ class FetchPartitionView:
 _PARTITION_INTS = {1: "partition", 2: "error_code", 4: "high_watermark", 5: "last_stable_offset",
                    6: "log_start_offset", 7: "log_end_offset", 8: "leader_epoch", 10: "fetch_offset",
                    11: "next_offset"}
+
+
+def _aborted(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    pid = first = 0
+    for field, value in fields(buf, pos, end):
+        if isinstance(value, int):
+            if field == 1:
+                pid = signed(value)
+            elif field == 2:
+                first = signed(value)
+    return pid, first
 
 
 class FetchTopicView:
@@ -103,6 +118,7 @@ class FetchPartitionData(NamedTuple):
     records: bytes | memoryview = b""
     fetch_offset: int = 0
     next_offset: int = 0
+    aborted_transactions: Sequence[tuple[int, int]] = ()
 
 
 def encode_fetch_response(
@@ -128,6 +144,9 @@ def encode_fetch_response(
             if n:
                 head += b"\x4a" + varint(n)
             tail = int_fields(((0x50, p.fetch_offset), (0x58, p.next_offset)))
+            for pid, first in p.aborted_transactions:
+                entry = int_fields(((0x08, pid), (0x10, first)))
+                tail += b"\x62" + varint(len(entry)) + entry
             topic += (b"\x12" + varint(len(head) + n + len(tail)), head)
             if n:
                 topic.append(p.records)

@@ -79,6 +79,11 @@ class BrokerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/tidelog.v1.Broker/WriteTxnMarkers',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -147,6 +152,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Transaction coordinators only (Kafka's WriteTxnMarkers): write a COMMIT or ABORT marker for a
+        producer to each listed partition this broker leads, fenced by the coordinator's epoch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +207,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.FindCoordinator,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +457,33 @@ class Broker:
             '/tidelog.v1.Broker/FindCoordinator',
             shared_dot_proto_dot_tidelog__pb2.FindCoordinatorRequest.SerializeToString,
             shared_dot_proto_dot_tidelog__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/WriteTxnMarkers',
+            shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

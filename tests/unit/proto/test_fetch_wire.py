@@ -15,6 +15,7 @@ partition = st.fixed_dictionaries({
     "partition": int32, "error_code": int32, "error_message": st.text(max_size=10), "high_watermark": int64,
     "last_stable_offset": int64, "log_start_offset": int64, "log_end_offset": int64, "leader_epoch": int32,
     "records": st.binary(max_size=300), "fetch_offset": int64, "next_offset": int64,
+    "aborted_transactions": st.lists(st.tuples(int64, int64), max_size=3),
 })
 topic = st.tuples(st.text(max_size=12), st.lists(partition, max_size=3))
 PARTITION_FIELDS = [f.name for f in pb.FetchPartitionResponse.DESCRIPTOR.fields]
@@ -27,7 +28,7 @@ def test_every_field_as_the_generated_parser_reads_it(throttle, error, correlati
     for name, parts in topics:
         t = msg.topics.add(name=name)
         for p in parts:
-            t.partitions.add(**p)
+            _add(t, p)
     raw = msg.SerializeToString()
     ours = parse_fetch_response(raw)
     assert (ours.throttle_time_ms, ours.error_code, ours.correlation_id, ours.session_id) == (
@@ -36,14 +37,27 @@ def test_every_field_as_the_generated_parser_reads_it(throttle, error, correlati
     for mine, theirs in zip(ours.topics, msg.topics, strict=True):
         assert len(mine.partitions) == len(theirs.partitions)
         for a, b in zip(mine.partitions, theirs.partitions, strict=True):
-            assert {f: getattr(a, f) for f in PARTITION_FIELDS} == {f: getattr(b, f) for f in PARTITION_FIELDS}
+            assert {f: _plain(getattr(a, f)) for f in PARTITION_FIELDS} == {
+                f: _plain(getattr(b, f)) for f in PARTITION_FIELDS}
             assert raw[a.records_start:a.records_end] == b.records and a.records_size == len(b.records)
+
+
+def _add(topic: pb.FetchTopicResponse, p: dict) -> None:
+    aborted = [pb.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in p["aborted_transactions"]]
+    topic.partitions.add(**{**p, "aborted_transactions": aborted})
+
+
+def _plain(v: object) -> object:
+    """A repeated AbortedTransaction field as the view's (producer_id, first_offset) list."""
+    if isinstance(v, list) or hasattr(v, "add"):
+        return [x if isinstance(x, tuple) else (x.producer_id, x.first_offset) for x in v]  # type: ignore[attr-defined]
+    return v
 
 
 def test_all_fields_of_the_proto_are_known() -> None:
     assert set(PARTITION_FIELDS) == {"partition", "error_code", "error_message", "high_watermark",
                                      "last_stable_offset", "log_start_offset", "log_end_offset", "leader_epoch",
-                                     "records", "fetch_offset", "next_offset"}
+                                     "records", "fetch_offset", "next_offset", "aborted_transactions"}
     assert {f.name for f in pb.FetchResponse.DESCRIPTOR.fields} == {"throttle_time_ms", "error_code", "topics",
                                                                     "correlation_id", "session_id"}
 
@@ -76,7 +90,7 @@ def test_the_broker_writes_byte_for_byte_what_the_generated_serialiser_writes(th
         t = msg.topics.add(name=name)
         mine = []
         for p in parts:
-            t.partitions.add(**p)
+            _add(t, p)
             records = memoryview(b"__" + p["records"])[2:] if as_views else p["records"]
             mine.append(FetchPartitionData(**{**p, "records": records}))
         ours_topics.append((name, mine))
