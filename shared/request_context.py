@@ -6,7 +6,9 @@ gRPC services and the controller's REST API.
 peer), which API and when it arrived. ``enter`` builds it and asks the service's authorization hook
 (today ``allow_all``; ACLs plug in here), raising ``NotAuthorized``. ``authorized_handlers`` puts that
 entry in front of every method of a generated gRPC service (unary and streaming alike), so a method added
-later cannot skip it; a refusal ends the call with PERMISSION_DENIED. Must not import services.
+later cannot skip it; a refusal ends the call with PERMISSION_DENIED. With ``hand_context`` the method
+receives the context it entered with, ``method(request, context, ctx)``, so the API behind it can decide
+with it (per-resource ACLs). Must not import services.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ def enter(api: str, client_id: str, peer: str, authorize: Authorize = allow_all,
     return ctx
 
 
-def authorized_handlers(authorize: Authorize = allow_all,
-                        skip: frozenset[str] = frozenset()) -> Callable[[Handlers], Handlers]:
+def authorized_handlers(authorize: Authorize = allow_all, skip: frozenset[str] = frozenset(),
+                        hand_context: bool = False) -> Callable[[Handlers], Handlers]:
     """A ``RewrittenHandlers`` rewrite: every method of the service (but ``skip``, which enter the
-    pipeline in their bodies) passes ``enter`` before its behaviour runs."""
+    pipeline in their bodies) passes ``enter`` before its behaviour runs. With ``hand_context`` the
+    behaviour is called as ``(request, context, ctx)``: the servicer's methods take the context built
+    here (once per call, once per stream) instead of building their own."""
 
     def rewrite(handlers: Handlers) -> Handlers:
         for name, h in list(handlers.items()):
@@ -66,24 +70,28 @@ def authorized_handlers(authorize: Authorize = allow_all,
             for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
                 behavior = getattr(h, kind)
                 if behavior is not None:
-                    handlers[name] = h._replace(**{kind: _guarded(name, kind, behavior, authorize)})  # type: ignore[attr-defined]
+                    guarded = _guarded(name, kind, behavior, authorize, hand_context)
+                    handlers[name] = h._replace(**{kind: guarded})  # type: ignore[attr-defined]
         return handlers
 
     return rewrite
 
 
-def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize) -> Any:
-    async def check(request: Any, context: Any) -> None:
+def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize, hand_context: bool) -> Any:
+    async def check(request: Any, context: Any) -> RequestContext:
         client_id = getattr(request, "client_id", "") if not kind.startswith("stream") else ""
         try:
-            enter(api, client_id, context.peer() or "", authorize)
+            return enter(api, client_id, context.peer() or "", authorize)
         except NotAuthorized as exc:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            raise  # abort raises; this is for a context that does not
+
+    def run(request: Any, context: Any, ctx: RequestContext) -> Any:
+        return behavior(request, context, ctx) if hand_context else behavior(request, context)
 
     if kind.endswith("_stream"):  # a response stream: an async generator
         async def streaming(request: Any, context: Any) -> Any:
-            await check(request, context)
-            out = behavior(request, context)
+            out = run(request, context, await check(request, context))
             if hasattr(out, "__aiter__"):
                 async for item in out:
                     yield item
@@ -94,8 +102,7 @@ def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize) -> Any:
         return streaming
 
     async def unary(request: Any, context: Any) -> Any:
-        await check(request, context)
-        out = behavior(request, context)
+        out = run(request, context, await check(request, context))
         return await out if inspect.isawaitable(out) else out
 
     return unary

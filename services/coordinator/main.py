@@ -14,15 +14,13 @@ from typing import Any
 import grpc
 from pydantic import Field, model_validator
 
+from services.coordinator.api import CoordinatorApi
 from services.coordinator.classic_service import ClassicGroupService
 from services.coordinator.config import GroupConfig
 from services.coordinator.metrics import LagMonitor, coordinator_metrics
 from services.coordinator.runtime import CoordinatorRuntime
-from services.coordinator.servicer import GroupCoordinatorServicer
-from shared.grpc_codecs import RewrittenHandlers
-from shared.proto import coordinator_pb2_grpc as cpb_grpc
+from services.coordinator.servicer import GroupCoordinatorServicer, add_to_server
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from shared.request_context import authorized_handlers
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
@@ -77,12 +75,12 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        servicer = GroupCoordinatorServicer(self.runtime, self.classic)
+        api = CoordinatorApi(self.runtime, self.classic)
         if self.settings.metrics_port >= 0:
-            servicer.metrics = coordinator_metrics(lambda: self.runtime.partitions)
+            api.metrics = coordinator_metrics(lambda: self.runtime.partitions)
         # Every method enters through the request context and the authorization hook (shared/request_context).
-        cpb_grpc.add_GroupCoordinatorServicer_to_server(servicer, RewrittenHandlers(server, authorized_handlers()))
-        self._metrics = servicer.metrics
+        add_to_server(GroupCoordinatorServicer(api), server)
+        self._metrics = api.metrics
 
     def _broker_stub(self, address: str) -> pb_grpc.BrokerStub:
         ch = self._channels.get(address)
