@@ -41,6 +41,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchResponseView
 from shared.records.decoder import decode_records, records_section
 from shared.records.header import HEADER_SIZE, BatchHeader, iter_batches
+from shared.records.read_committed import AbortedFilter, marker_type
 from shared.records.record import Record
 from shared.runtime import tune_allocator, tune_gc, tune_switch_interval
 from shared.types import TopicPartition
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
+#: Kafka's isolation.level names and their wire values
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 class ConsumerRecord(Record):
@@ -121,6 +124,8 @@ class Completed:
     log_start_offset: int
     error: int = 0
     message: str = ""
+    #: read_committed: (producer_id, first_offset) of the aborted transactions the fetched range overlaps
+    aborted: list[tuple[int, int]] | None = None
 
 
 class _Cursor:
@@ -130,12 +135,13 @@ class _Cursor:
     __slots__ = ("tp", "generation", "data", "batches", "records", "index", "end", "error")
 
     def __init__(self, tp: TopicPartition, generation: int, data: bytes, batches: deque[tuple[int, BatchHeader]],
-                 error: UnreadableBatchError | None = None) -> None:
+                 error: UnreadableBatchError | None = None, end: int | None = None) -> None:
         self.tp = tp
         self.generation = generation
         self.data = data
         self.batches = batches
-        self.end = batches[-1][1].next_offset if batches else 0
+        # ``end``: past batches read_committed left out (aborted ones, markers) too
+        self.end = end if end is not None else (batches[-1][1].next_offset if batches else 0)
         self.records: list[ConsumerRecord] = []
         self.index = 0
         self.error = error  # the batch after ``batches`` cannot be read: raised once they are handed out
@@ -165,6 +171,15 @@ class _Cursor:
                 self.index = 0
                 return True
         return False
+
+
+def _committed_only(data: bytes, batches: deque[tuple[int, BatchHeader]],
+                    aborted: Iterable[tuple[int, int]]) -> deque[tuple[int, BatchHeader]]:
+    """read_committed: the batches of committed (or non-transactional) records, as Kafka's consumer
+    keeps them; aborted transactions' batches and every marker are left out."""
+    keep = AbortedFilter(aborted)
+    return deque((pos, h) for pos, h in batches
+                 if keep.keep(h, marker_type(data, pos, h) if h.is_control else None))
 
 
 class _LeaderFetch:
@@ -222,9 +237,14 @@ class Consumer:
         heartbeat_interval_ms: int = 5000,
         max_poll_interval_ms: int = 300_000,
         group_remote_assignor: str | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be 'earliest', 'latest' or 'none'")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
+        #: Kafka's isolation.level: read_committed reads up to the last stable offset, without aborted records
+        self.isolation_level = isolation_level
         tune_allocator()
         tune_switch_interval()
         tune_gc()
@@ -382,7 +402,8 @@ class Consumer:
                 topics: dict[str, list[pb.ListOffsetsPartition]] = {}
                 for tp in tps:
                     topics.setdefault(tp.topic, []).append(pb.ListOffsetsPartition(partition=tp.partition, timestamp=pending[tp]))
-                req = pb.ListOffsetsRequest(replica_id=-1, topics=[pb.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
+                req = pb.ListOffsetsRequest(replica_id=-1, isolation_level=ISOLATION_LEVELS[self.isolation_level],
+                                            topics=[pb.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()])
                 try:
                     resp = self.cluster.broker_stub(leader).ListOffsets(req, timeout=self.request_timeout_s)
                 except (grpc.RpcError, TidelogError):
@@ -517,8 +538,11 @@ class Consumer:
         except CorruptRecordError as exc:  # hand out the valid batches before it, then raise
             bad = batches[-1][1].next_offset if batches else c.fetch_offset
             error = UnreadableBatchError(c.tp.topic, c.tp.partition, max(bad, st.position), exc.args[0])
-        if error is not None or (batches and batches[-1][1].next_offset > st.position):
-            return _Cursor(c.tp, c.generation, c.data, batches, error)
+        end = batches[-1][1].next_offset if batches else 0
+        if self.isolation_level == "read_committed" and batches:
+            batches = _committed_only(c.data, batches, c.aborted or ())
+        if error is not None or end > st.position:
+            return _Cursor(c.tp, c.generation, c.data, batches, error, end)
         return None
 
     # -- fetcher ------------------------------------------------------------------------------------------
@@ -630,7 +654,7 @@ class Consumer:
         req = fetch_request(((tp, st.fetch_position or 0) for tp, st in parts), max_wait_ms=wait,
                             min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                             partition_max_bytes=self.max_partition_fetch_bytes, incremental=incremental,
-                            client_id=self.client_id)
+                            client_id=self.client_id, isolation_level=ISOLATION_LEVELS[self.isolation_level])
         lf.stream.send(req, {tp: st.generation for tp, st in parts})
 
     def _read_stream(self, lf: _LeaderFetch) -> None:
@@ -690,7 +714,8 @@ class Consumer:
                         st.fetch_position = p.next_offset
                         st.buffered += p.records_size
                         self._completed.append(Completed(tp, gen, p.fetch_offset, p.buf, p.records_start,
-                                                         p.records_end, p.high_watermark, p.log_start_offset))
+                                                         p.records_end, p.high_watermark, p.log_start_offset,
+                                                         aborted=p.aborted_transactions))
             self._pump()  # this stream has room for another fetch now (the reader sends it: no thread hop)
             self._lock.notify_all()
         if refresh:

@@ -30,7 +30,7 @@ M = TypeVar("M")
 
 def fetch_request(
     partitions: Iterable[tuple[TopicPartition, int]], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
-    partition_max_bytes: int, incremental: bool, client_id: str = "",
+    partition_max_bytes: int, incremental: bool, client_id: str = "", isolation_level: int = 0,
 ) -> pb.FetchRequest:
     """A consumer's FetchRequest for ``(partition, fetch_offset)`` pairs (offsets unused when incremental)."""
     topics: dict[str, list[pb.FetchPartition]] = {}
@@ -39,7 +39,7 @@ def fetch_request(
             partition=tp.partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes,
             current_leader_epoch=-1))
     return pb.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-                           client_id=client_id, incremental=incremental,
+                           client_id=client_id, incremental=incremental, isolation_level=isolation_level,
                            topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()])
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from shared.records.decoder import control_record_type, decode_records, records_section
 from shared.records.header import BatchHeader
 from shared.records.record import CONTROL_ABORT
 
@@ -38,3 +39,9 @@ class AbortedFilter:
                 self._active.discard(header.producer_id)
             return False
         return not (header.is_transactional and header.producer_id in self._active)
+
+
+def marker_type(data: bytes | memoryview, pos: int, header: BatchHeader) -> int | None:
+    """The control type of the control batch at ``pos`` (None if it holds no record)."""
+    records = decode_records(header, records_section(data, header, pos))
+    return control_record_type(records[0]) if records else None
