@@ -100,7 +100,8 @@ class GroupAdmin:
             except grpc.aio.AioRpcError:
                 continue
             for g in resp.groups:
-                groups[g.group_id] = {"group_id": g.group_id, "state": g.state, "members": g.members}
+                groups[g.group_id] = {"group_id": g.group_id, "state": g.state, "members": g.members,
+                                      "group_type": g.group_type or "consumer"}
         return [groups[k] for k in sorted(groups)]
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:

@@ -13,16 +13,14 @@ import grpc
 import uvicorn
 from pydantic import Field
 
+from services.controller.api import ControllerApi
 from services.controller.election import ControllerElection, ControllerIdentity
-from services.controller.grpc_api import ControllerServicer
+from services.controller.grpc_api import ControllerServicer, add_to_server
 from services.controller.internal_topics import ensure_offsets_topic
 from services.controller.metrics import controller_observer
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
-from shared.grpc_codecs import RewrittenHandlers
-from shared.proto import tidelog_pb2_grpc as pb_grpc
-from shared.request_context import authorized_handlers
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -46,15 +44,15 @@ class Controller(Service[ControllerSettings]):
     def __init__(self, settings: ControllerSettings) -> None:
         super().__init__(settings)
         self.rest_url = ""
-        self.election: ControllerElection | None = None
-        self.topics: TopicManager | None = None
-        self.partitions: PartitionController | None = None
+        # The request layer both doors call; the election and the managers join it in start().
+        self.api = ControllerApi(self.store)
         self._rest: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
-        # Every method enters through the request context and the authorization hook (shared/request_context).
-        pb_grpc.add_ControllerServicer_to_server(ControllerServicer(self), RewrittenHandlers(server, authorized_handlers()))
+        # Every method enters through the request context and the authorization hook (shared/request_context),
+        # and is handed the context it entered with, for its API function.
+        add_to_server(ControllerServicer(self.api), server)
 
     async def start(self) -> None:
         s = self.settings
@@ -69,26 +67,27 @@ class Controller(Service[ControllerSettings]):
             {"address": self.address, "rest": self.rest_url, "metrics": self.metrics_address},
             s.session_timeout_s,
         )
-        config = uvicorn.Config(create_app(self), log_config=None, access_log=False, lifespan="off")
-        self._rest = uvicorn.Server(config)
-        self._rest.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-        self._tasks.append(asyncio.create_task(self._rest.serve(sockets=[sock])))
-        self.election = ControllerElection(
+        election = ControllerElection(
             self.store, ControllerIdentity(s.id, self.address, self.rest_url), s.session_timeout_s
         )
-        self.topics = TopicManager(self.store, self.election)
-        self.partitions = PartitionController(
-            self.store, self.election, auto_leader_rebalance=s.auto_leader_rebalance_enable,
+        topics = TopicManager(self.store, election)
+        partitions = PartitionController(
+            self.store, election, auto_leader_rebalance=s.auto_leader_rebalance_enable,
             rebalance_interval_s=s.leader_imbalance_check_interval_seconds,
         )
         if s.metrics_port >= 0:
-            observer = controller_observer(lambda: self.election.epoch if self.election else 0)
-            self.election.on_txn = observer.txn
-            self.partitions.observer = observer
-        self._tasks.append(asyncio.create_task(self.election.run()))
-        self._tasks.append(asyncio.create_task(self.partitions.run()))
+            observer = controller_observer(lambda: election.epoch)
+            election.on_txn = observer.txn
+            partitions.observer = observer
+        self.api.election, self.api.topics, self.api.partitions = election, topics, partitions
+        config = uvicorn.Config(create_app(self.api), log_config=None, access_log=False, lifespan="off")
+        self._rest = uvicorn.Server(config)
+        self._rest.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._tasks.append(asyncio.create_task(self._rest.serve(sockets=[sock])))
+        self._tasks.append(asyncio.create_task(election.run()))
+        self._tasks.append(asyncio.create_task(partitions.run()))
         self._tasks.append(asyncio.create_task(ensure_offsets_topic(
-            self.topics, self.election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
+            topics, election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
         while not self._rest.started:
             await asyncio.sleep(0.02)
 
@@ -98,8 +97,8 @@ class Controller(Service[ControllerSettings]):
             election_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await election_task
-        if self.election is not None:
-            await self.election.resign()  # a standby takes over at once
+        if self.api.election is not None:
+            await self.api.election.resign()  # a standby takes over at once
         if self._rest is not None:
             self._rest.should_exit = True
         for t in self._tasks:

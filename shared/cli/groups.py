@@ -48,7 +48,8 @@ def list_groups(as_json: bool, bootstrap: str | None, rest: str | None, data_dir
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    _table(["GROUP", "STATE", "MEMBERS"], [[g["group_id"], g["state"], g["members"]] for g in out])
+    _table(["GROUP", "TYPE", "STATE", "MEMBERS"],
+           [[g["group_id"], g.get("group_type", "consumer"), g["state"], g["members"]] for g in out])
 
 
 @groups.command("describe")

@@ -235,7 +235,8 @@ def check_rest_and_cli(c: Any, bootstrap: str, consumers: list[Consumer]) -> Non
     poll_until(consumers, lambda: True, 0.5, "")
     consumers[0].commit()
     rest = c.rest
-    assert {"group_id": "S", "state": "Stable", "members": 3} in httpx.get(f"{rest}/v1/groups").json()["groups"]
+    assert {"group_id": "S", "state": "Stable", "members": 3, "group_type": "consumer"} in httpx.get(
+        f"{rest}/v1/groups").json()["groups"]
     d = httpx.get(f"{rest}/v1/groups/S").json()
     assert d["state"] == "Stable" and d["assignor"] == "uniform" and len(d["members"]) == 3
     assert sorted(m["instance_id"] for m in d["members"]) == ["i-0", "i-1", "i-2"]

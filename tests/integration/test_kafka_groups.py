@@ -575,7 +575,11 @@ def test_admin_clients_cli_and_rest_show_a_kafka_clients_classic_group(kafka: Ka
         where = ["--rest", kafka.cluster.rest, "--bootstrap-server", grpc_bootstrap(kafka.cluster)]
         out = CliRunner().invoke(cli, ["groups", "list", "--json", *where])
         assert out.exit_code == 0, out.output
-        assert {g["group_id"]: (g["state"], g["members"]) for g in json.loads(out.output)}[group] == ("Stable", 2)
+        assert {g["group_id"]: (g["group_type"], g["state"], g["members"]) for g in json.loads(out.output)}[
+            group] == ("classic", "Stable", 2)
+        out = CliRunner().invoke(cli, ["groups", "list", *where])
+        assert [line.split()[:4] for line in out.output.splitlines() if line.split()[:1] == [group]] == [
+            [group, "classic", "Stable", "2"]], out.output
         out = CliRunner().invoke(cli, ["groups", "describe", group, *where])
         assert out.exit_code == 0 and "Type: classic" in out.output and "Protocol: range" in out.output, out.output
         assert all(member_id in out.output for member_id in member_of.values())

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
+from services.controller.api import ControllerApi
 from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics
 from services.controller.rest.deps import request_context
 from services.controller.rest.docs import keep_docs_offline
@@ -25,7 +24,9 @@ _STATUS = {
 }
 
 
-def create_app(controller: Any) -> FastAPI:
+def create_app(controller: ControllerApi | None) -> FastAPI:
+    """The app over the controller's request layer (None: no route may reach a controller, as in tests
+    of the app alone)."""
     # Swagger UI (/docs) and ReDoc (/redoc) from assets shipped in the fastapi-offline package: no CDN.
     app = FastAPIOffline(
         title="Tidelog admin API",

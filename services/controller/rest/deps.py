@@ -1,20 +1,22 @@
-"""Dependencies shared by every REST router: the controller's state, reached through the app, and the
-request context every route enters through (``shared.request_context``: principal, client id, peer and
-the authorization hook, as on the services' gRPC doors)."""
+"""Dependencies shared by every REST router: the controller's request layer (``services/controller/api``),
+reached through the app, and the request context every route enters through (``shared.request_context``:
+principal, client id, peer and the authorization hook, as on the services' gRPC doors).
+
+``request_context`` is an app-wide dependency (``app.py``), so a route added later cannot skip it; a
+route names it again (``Ctx``) to hand the context to its API function (FastAPI solves it once per request).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Annotated
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
 
+from services.controller.api import ControllerApi
 from shared.request_context import NotAuthorized, RequestContext, allow_all, enter
 
-if TYPE_CHECKING:
-    from services.controller.main import Controller
 
-
-def controller(request: Request) -> Controller:
+def controller_api(request: Request) -> ControllerApi:
     return request.app.state.controller
 
 
@@ -30,3 +32,7 @@ def request_context(request: Request) -> RequestContext:
         raise HTTPException(status_code=403, detail=str(exc)) from None
     request.state.context = ctx
     return ctx
+
+
+Api = Annotated[ControllerApi, Depends(controller_api)]
+Ctx = Annotated[RequestContext, Depends(request_context)]

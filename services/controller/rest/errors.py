@@ -16,17 +16,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-#: Topic names as Kafka allows them: letters, digits, '.', '_', '-', at most 249 characters, not "." or "..".
-TOPIC_NAME_PATTERN = r"^([a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.\.[a-zA-Z0-9._-]+)$"
-TOPIC_NAME_MAX = 249
-TOPIC_NAME_SCHEMA: dict[str, Any] = {"pattern": TOPIC_NAME_PATTERN, "minLength": 1, "maxLength": TOPIC_NAME_MAX}
-#: Group ids, client ids and user names: Kafka takes any string; here 1-255 characters without control
-#: characters (C0, DEL, C1) and, for path segments, without '/'. The services check the rest (printable).
-NAME_MAX = 255
-NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+from services.controller.api.fields import INT64_MAX, INT64_MIN
+
+#: Group ids as a path segment: as ``NAME_PATTERN`` (services.controller.api.fields), and without '/'.
 PATH_NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f/]+$"
-INT32_MAX = 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class FieldError(BaseModel):

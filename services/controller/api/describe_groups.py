@@ -1,0 +1,32 @@
+"""ListGroups (every coordinator's groups) and DescribeGroups for one group (members, committed offsets,
+lag): two reads, in one module. Any controller answers; it asks the coordinator instances
+(``GroupAdmin``): GROUP_ID_NOT_FOUND, COORDINATOR_NOT_AVAILABLE."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.controller.api import ControllerApi
+from shared.request_context import RequestContext
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroup:
+    group_id: str
+
+
+async def list_groups(c: ControllerApi, ctx: RequestContext, request: ListGroups) -> dict[str, Any]:
+    """``{"groups": [{"group_id", "state", "members"}, ...]}``."""
+    return {"groups": await c.groups.list_groups()}
+
+
+async def describe_group(c: ControllerApi, ctx: RequestContext, request: DescribeGroup) -> dict[str, Any]:
+    """The group's state and epochs, its members with their partitions, and per partition the committed
+    offset, log end offset and lag (``GroupAdmin.describe``)."""
+    return await c.groups.describe(request.group_id)
