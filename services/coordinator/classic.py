@@ -296,11 +296,11 @@ class ClassicGroups:
         member.sync_ticket = ticket
         if group.leader_id == member.member_id:
             assignment = {mid: req.assignments.get(mid, b"") for mid in group.members}
+            group.transition(STABLE, op.now)  # first: the record carries the time the group became Stable
             op.d.records.append(self.record(group, assignment))
             for mid, m in group.members.items():
                 m.assignment = assignment[mid]
             self._propagate(group, ErrorCode.NONE, op)
-            group.transition(STABLE, op.now)
         return ticket, op.d
 
     def _synced(self, group: ClassicGroup, member_id: str) -> None:

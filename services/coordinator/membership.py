@@ -1,26 +1,37 @@
 """ConsumerGroupHeartbeat of KIP-848 on one group: join, static rejoin, leave, epoch checks,
 target assignment and reconciliation, session expiry. Pure (``now_ms`` passed in).
 
-Every function returns the records to write to ``__consumer_offsets`` in the order
-Kafka writes them; the caller answers only once they are committed.
+Decide, then replay: every function here reads a group and returns the records that say what
+changes, in the order Kafka writes them, and changes nothing. The shard replays the records
+(``GroupShard.replay``, the path loading uses), so a live group and the same group loaded from
+``__consumer_offsets`` cannot differ. Within one decision, later steps see the earlier steps'
+outcome through local values (the member as updated, the members as they will be, the new
+target), never through the group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.coordinator.config import GroupConfig
 from services.coordinator.group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
+    UNKNOWN,
+    UNREVOKED_PARTITIONS,
     ConsumerGroup,
     Member,
+    Step,
     check_assignor,
+    compute_target,
     fail,
+    metadata_hash,
+    next_assignment,
+    subscribed_topics,
+    transition,
     validate_regex,
 )
-from services.coordinator.reconcile import reconcile
 from services.coordinator.record_builder import Rec, RecordBuilder
 from shared.errors import ErrorCode
 from shared.types import TopicPartition
@@ -50,6 +61,19 @@ class HeartbeatResult:
     assignment: set[TopicPartition] | None  # None when leaving
 
 
+@dataclass
+class Decision:
+    """A heartbeat's outcome before replay: the records, and what the shard needs to answer and to
+    set the member's timers once they are replayed."""
+
+    member_id: str
+    records: list[Rec]
+    #: the epoch to answer a member that left (LEAVE_EPOCH or STATIC_LEAVE_EPOCH); None: it stays
+    left_with: int | None = None
+    #: the member was asked to revoke partitions (its rebalance timeout starts)
+    revoking: bool = False
+
+
 class Membership:
     def __init__(self, config: GroupConfig, topics: Mapping[str, int], builder: RecordBuilder,
                  new_member_id: Callable[[], str]) -> None:
@@ -60,35 +84,42 @@ class Membership:
 
     # -- heartbeat --------------------------------------------------------------------------------
 
-    def heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest, now_ms: int) -> tuple[HeartbeatResult, list[Rec]]:
+    def heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest) -> Decision:
+        """``group`` may be a new, empty one that is not in the shard yet."""
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return self.leave(group, req, now_ms)
+            return self.leave(group, req)
         if req.member_epoch < 0:
             raise fail(ErrorCode.INVALID_REQUEST, f"member epoch {req.member_epoch} is not valid")
+        gid = group.group_id
         recs: list[Rec] = []
-        epoch_before = group.epoch
+        members: dict[str, Member] = dict(group.members)  # the members as they will be
+        target: dict[str, set[TopicPartition]] = dict(group.target)
         if req.member_epoch == 0:
-            member, is_new = self._join(group, req, recs)
+            member, is_new = self._join(group, req, members, target, recs)
         else:
             member, is_new = self._existing(group, req), False
-        changed, subscription_changed = self._update_metadata(member, req)
+        updated, changed, subscription_changed = self._update_metadata(member, req)
+        members[updated.member_id] = updated
+        epoch = group.epoch
         if changed or is_new:
-            recs.append(self.builder.member_metadata(group, member))
+            recs.append(self.builder.member_metadata(gid, updated))
             if is_new or subscription_changed:
-                group.bump_epoch()
-        group.refresh_metadata_hash(self.topics)
-        if group.epoch != epoch_before:
-            group.epoch_changed_ms = now_ms
-            recs.append(self.builder.group_epoch(group))
-        if group.epoch > group.target_epoch:
-            group.compute_target(self.topics)
-            recs.extend(self.builder.target(group))
-        if reconcile(group, member, req.owned, now_ms) or is_new:
-            recs.append(self.builder.current(group, member))
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
-        group.empty_since_ms = None
-        result = HeartbeatResult(member.member_id, member.epoch, self.interval_ms(group, now_ms), set(member.assigned))
-        return result, recs
+                epoch += 1
+        digest = metadata_hash(self.topics, subscribed_topics(members.values(), self.topics))
+        if digest != group.metadata_hash:
+            epoch += 1
+        if epoch != group.epoch or digest != group.metadata_hash:
+            recs.append(self.builder.group_epoch(gid, epoch, digest))
+        target_epoch = group.target_epoch
+        if epoch > target_epoch:
+            target, target_epoch = compute_target(members, self.topics, target), epoch
+            recs.extend(self.builder.target(gid, target, target_epoch))
+        before = updated.current()
+        after = next_assignment(updated, target.get(updated.member_id, set()), target_epoch, members, req.owned)
+        if after != before or is_new:
+            recs.append(self.builder.current(gid, updated.member_id, after))
+        revoking = after.state == UNREVOKED_PARTITIONS and after.pending_revocation != before.pending_revocation
+        return Decision(updated.member_id, recs, revoking=revoking)
 
     def interval_ms(self, group: ConsumerGroup, now_ms: int) -> int:
         """The heartbeat interval to tell a member: short while the group converges (see GroupConfig)."""
@@ -97,7 +128,8 @@ class Membership:
             return min(normal, self.config.converging_heartbeat_interval_ms)
         return normal
 
-    def _join(self, group: ConsumerGroup, req: HeartbeatRequest, recs: list[Rec]) -> tuple[Member, bool]:
+    def _join(self, group: ConsumerGroup, req: HeartbeatRequest, members: dict[str, Member],
+              target: dict[str, set[TopicPartition]], recs: list[Rec]) -> tuple[Member, bool]:
         if not req.subscribed_topic_names and not req.subscribed_topic_regex:
             raise fail(ErrorCode.INVALID_REQUEST, "a joining member must subscribe to topic names or a regex")
         existing = group.members.get(req.member_id) if req.member_id else None
@@ -111,30 +143,28 @@ class Membership:
                 if static.epoch != STATIC_LEAVE_EPOCH:
                     raise fail(ErrorCode.UNRELEASED_INSTANCE_ID,
                                f"instance id {req.instance_id!r} is still used by live member {static.member_id}")
-                return self._replace_static(group, static, req, recs), False
+                return self._replace_static(group, static, req, members, target, recs), False
         if len(group.members) >= self.config.max_size:
             raise fail(ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {group.group_id} has {len(group.members)} members")
-        member = Member(req.member_id or self.new_member_id(), instance_id=req.instance_id)
-        group.members[member.member_id] = member
-        return member, True
+        return Member(req.member_id or self.new_member_id(), instance_id=req.instance_id), True
 
-    def _replace_static(self, group: ConsumerGroup, old: Member, req: HeartbeatRequest, recs: list[Rec]) -> Member:
+    def _replace_static(self, group: ConsumerGroup, old: Member, req: HeartbeatRequest, members: dict[str, Member],
+                        target: dict[str, set[TopicPartition]], recs: list[Rec]) -> Member:
         """A static member back within its session: a new member id takes over the old one's epoch and
         partitions, and the group epoch does not move (no one else is affected)."""
+        gid = group.group_id
         new_id = req.member_id if req.member_id and req.member_id != old.member_id else self.new_member_id()
-        recs.extend(self.builder.member_tombstones(group, old.member_id))
-        del group.members[old.member_id]
-        member = Member(new_id, instance_id=old.instance_id, rack_id=old.rack_id, client_id=old.client_id,
-                        client_host=old.client_host, subscribed_topics=list(old.subscribed_topics), regex=old.regex,
-                        rebalance_timeout_ms=old.rebalance_timeout_ms, assignor=old.assignor,
-                        epoch=old.previous_epoch, previous_epoch=old.previous_epoch, state=old.state,
-                        assigned=set(old.assigned), pending_revocation=set(old.pending_revocation))
-        group.members[new_id] = member
-        if old.member_id in group.target:
-            group.target[new_id] = group.target.pop(old.member_id)
-        recs.append(self.builder.member_metadata(group, member))
-        recs.append(self.builder.target_member(group, new_id))
-        recs.append(self.builder.current(group, member))
+        recs.extend(self.builder.member_tombstones(gid, old.member_id))
+        del members[old.member_id]
+        member = replace(old, member_id=new_id, subscribed_topics=list(old.subscribed_topics), epoch=old.previous_epoch,
+                         assigned=set(old.assigned), pending_revocation=set(old.pending_revocation),
+                         session_deadline_ms=0, revocation_deadline_ms=None)
+        members[new_id] = member
+        if old.member_id in target:
+            target[new_id] = target.pop(old.member_id)
+        recs.append(self.builder.member_metadata(gid, member))
+        recs.append(self.builder.target_member(gid, new_id, target.get(new_id, set())))
+        recs.append(self.builder.current(gid, new_id, member.current()))
         return member
 
     def _existing(self, group: ConsumerGroup, req: HeartbeatRequest) -> Member:
@@ -152,8 +182,9 @@ class Membership:
                 raise fail(ErrorCode.FENCED_MEMBER_EPOCH, f"epoch {req.member_epoch} is older than the member's {member.epoch}")
         return member
 
-    def _update_metadata(self, member: Member, req: HeartbeatRequest) -> tuple[bool, bool]:
-        """Apply the request's metadata; returns ``(anything changed, subscription changed)``."""
+    @staticmethod
+    def _update_metadata(member: Member, req: HeartbeatRequest) -> tuple[Member, bool, bool]:
+        """The member with the request's metadata; ``(member, anything changed, subscription changed)``."""
         if req.subscribed_topic_regex:
             validate_regex(req.subscribed_topic_regex)
         check_assignor(req.server_assignor)
@@ -162,47 +193,67 @@ class Membership:
         sub_changed = sub != (sorted(member.subscribed_topics), member.regex, member.assignor, member.rack_id)
         other = (req.client_id, req.client_host, req.rebalance_timeout_ms)
         changed = sub_changed or other != (member.client_id, member.client_host, member.rebalance_timeout_ms)
-        member.subscribed_topics, member.regex, member.assignor, member.rack_id = sub
-        member.client_id, member.client_host, member.rebalance_timeout_ms = other
-        return changed, sub_changed
+        if not changed:
+            return member, False, False
+        updated = replace(member, subscribed_topics=names, regex=sub[1], assignor=sub[2], rack_id=req.rack_id,
+                          client_id=req.client_id, client_host=req.client_host,
+                          rebalance_timeout_ms=req.rebalance_timeout_ms)
+        return updated, True, sub_changed
 
     # -- leaving ----------------------------------------------------------------------------------
 
-    def leave(self, group: ConsumerGroup, req: HeartbeatRequest, now_ms: int) -> tuple[HeartbeatResult, list[Rec]]:
+    def leave(self, group: ConsumerGroup, req: HeartbeatRequest) -> Decision:
         member = group.members.get(req.member_id)
         if member is None:
             raise fail(ErrorCode.UNKNOWN_MEMBER_ID, f"member {req.member_id!r} is not in group {group.group_id}")
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id:
-            if member.epoch != STATIC_LEAVE_EPOCH:
-                member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
-            return (HeartbeatResult(member.member_id, STATIC_LEAVE_EPOCH, self.config.heartbeat_interval_ms, None),
-                    [self.builder.current(group, member)])
-        recs = self.remove(group, [member.member_id], now_ms)
-        return HeartbeatResult(member.member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms, None), recs
+            cur = member.current()
+            if cur.epoch != STATIC_LEAVE_EPOCH:
+                cur = replace(cur, epoch=STATIC_LEAVE_EPOCH, previous_epoch=cur.epoch)
+            return Decision(member.member_id, [self.builder.current(group.group_id, member.member_id, cur)],
+                            left_with=STATIC_LEAVE_EPOCH)
+        recs = self.remove(group, [member.member_id])
+        return Decision(member.member_id, recs, left_with=LEAVE_EPOCH)
 
-    def remove(self, group: ConsumerGroup, member_ids: list[str], now_ms: int) -> list[Rec]:
-        """Remove members (left, expired or fenced), bump the epoch and compute the new target."""
+    def remove(self, group: ConsumerGroup, member_ids: list[str]) -> list[Rec]:
+        """Remove members (left, expired or fenced): the group epoch moves once per member, and the
+        target is computed anew for the others."""
+        gid = group.group_id
         recs: list[Rec] = []
+        members, target, epoch = dict(group.members), dict(group.target), group.epoch
         for mid in member_ids:
-            if group.remove_member(mid, now_ms) is not None:
-                recs.extend(self.builder.member_tombstones(group, mid))
-        group.epoch_changed_ms = now_ms
-        group.refresh_metadata_hash(self.topics)
-        recs.append(self.builder.group_epoch(group))
-        group.compute_target(self.topics)
-        recs.extend(self.builder.target(group))
+            target.pop(mid, None)
+            if members.pop(mid, None) is not None:
+                recs.extend(self.builder.member_tombstones(gid, mid))
+                epoch += 1
+        digest = metadata_hash(self.topics, subscribed_topics(members.values(), self.topics))
+        if digest != group.metadata_hash and members:
+            epoch += 1
+        recs.append(self.builder.group_epoch(gid, epoch, digest))
+        recs.extend(self.builder.target(gid, compute_target(members, self.topics, target), epoch))
         return recs
 
-    def expire(self, group: ConsumerGroup, now_ms: int) -> list[Rec]:
-        """Members whose session expired, or that did not revoke within their rebalance timeout."""
-        gone = [m.member_id for m in group.members.values()
-                if m.session_deadline_ms <= now_ms
-                or (m.revocation_deadline_ms is not None and m.revocation_deadline_ms <= now_ms)]
-        return self.remove(group, gone, now_ms) if gone else []
+    def expired(self, group: ConsumerGroup, now_ms: int) -> list[str]:
+        """Members whose session expired, or that did not revoke within their rebalance timeout (the
+        table's REVOCATION_TIMED_OUT: fenced)."""
+        gone = []
+        for m in group.members.values():
+            if m.session_deadline_ms <= now_ms:
+                gone.append(m.member_id)
+            elif m.revocation_deadline_ms is not None and m.revocation_deadline_ms <= now_ms:
+                if transition(m.state, Step.REVOCATION_TIMED_OUT) == UNKNOWN:
+                    gone.append(m.member_id)
+        return gone
 
     def metadata_changed(self, group: ConsumerGroup) -> list[Rec]:
         """Topics were created or grew: bump the epoch of a group whose subscription they touch."""
-        if not group.refresh_metadata_hash(self.topics) or not group.members:
+        if not group.members:
             return []
-        group.compute_target(self.topics)
-        return [self.builder.group_epoch(group), *self.builder.target(group)]
+        digest = metadata_hash(self.topics, group.subscribed_topics(self.topics))
+        if digest == group.metadata_hash:
+            return []
+        epoch = group.epoch + 1
+        target = compute_target(group.members, self.topics, group.target)
+        return [self.builder.group_epoch(group.group_id, epoch, digest),
+                *self.builder.target(group.group_id, target, epoch)]
+

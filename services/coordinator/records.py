@@ -38,6 +38,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from shared.errors import CorruptRecordError
 from shared.records.varint import encode_unsigned_varint
@@ -52,10 +53,21 @@ TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
 OFFSET_COMMIT_VALUE_VERSION = 3
 
-# Kafka's MemberState values (int8).
-STATE_STABLE = 0
-STATE_UNREVOKED_PARTITIONS = 1
-STATE_UNRELEASED_PARTITIONS = 2
+
+
+class MemberState(IntEnum):
+    """A KIP-848 member's reconciliation state: the int8 ``State`` of CurrentMemberAssignment (Kafka's
+    ``MemberState`` values), defined here once for encoding, decoding and the transition table
+    (``group.py``). UNKNOWN is never written: it is what a code this version does not know decodes
+    to, and where a member goes to be fenced."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+_MEMBER_STATES = frozenset(int(s) for s in MemberState)
 
 TopicIdPartitions = dict[str, list[int]]  # topic id (hex) -> sorted partitions
 
@@ -93,7 +105,7 @@ class MemberMetadataValue:
 class CurrentAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
-    state: int
+    state: MemberState
     assigned: TopicIdPartitions = field(default_factory=dict)
     pending_revocation: TopicIdPartitions = field(default_factory=dict)
 
@@ -309,7 +321,7 @@ def decode_target_member(data: bytes) -> TopicIdPartitions:
 
 
 def encode_current(v: CurrentAssignmentValue) -> bytes:
-    return (struct.pack(">hiib", 0, v.member_epoch, v.previous_member_epoch, v.state)
+    return (struct.pack(">hiib", 0, v.member_epoch, v.previous_member_epoch, int(v.state))
             + _topic_partitions(v.assigned) + _topic_partitions(v.pending_revocation) + NO_TAGS)
 
 
@@ -320,4 +332,5 @@ def decode_current(data: bytes) -> CurrentAssignmentValue:
     assigned = r.topic_partitions()
     pending = r.topic_partitions()
     r.skip_tags()
-    return CurrentAssignmentValue(epoch, prev, state, assigned, pending)
+    member_state = MemberState(state) if state in _MEMBER_STATES else MemberState.UNKNOWN
+    return CurrentAssignmentValue(epoch, prev, member_state, assigned, pending)

@@ -1,11 +1,29 @@
 """Everything one ``__consumer_offsets`` partition holds: its groups and their committed offsets. Pure.
 
-The coordinator that owns a partition keeps one ``GroupShard``; it is rebuilt by
-``replay``-ing the partition's records on load. Requests return the records to
-write; group state changes at once (the caller answers only after the write is
-committed, and drops the whole shard if a write fails), while offsets are
-applied with ``apply_offsets`` once their records are committed, so OffsetFetch
-never returns an offset that is not durable.
+Decide, then replay. A request is decided from the current state into records (``membership.py``
+for consumer groups); state changes only by ``replay``-ing records, the one path that loading
+uses too, so a live shard and a shard loaded from the same records cannot differ.
+
+When records are replayed on the live path (Kafka replays them as it appends them to its in-memory
+log, and reverts to the last committed snapshot if the write fails):
+
+- group records (consumer groups, and the tombstones of classic groups) are replayed as soon as
+  they are decided, before the write: the next request of the partition decides on top of them,
+  so requests need not wait for each other's writes. A request is answered only once its own
+  write is committed, and the partition's writes commit in order, so no answer depends on state
+  that is not durable. The revert is the whole shard: a failed write unloads the partition (see
+  ``writer.py``) and the next owner loads it from what was committed. Meanwhile a concurrent
+  request sees the decided, not yet committed group state (as in Kafka), and read-only views
+  (DescribeGroups, ListGroups) may show it a moment early;
+- offset records are replayed once committed (``apply_offsets``, in write order), so OffsetFetch
+  never returns an offset that is not durable (Kafka reads offsets at the committed snapshot);
+- a classic group's GroupMetadata *value* is not replayed live: the classic state machine
+  (``classic.py``) keeps state the record does not carry (the join and sync phases, parked
+  requests), as Kafka's classic groups do (their records are appended without replay). On load
+  the value gives the group, Stable or Empty.
+
+Timers (session and rebalance deadlines, when a group became empty) are not state: the shard sets
+them right after replaying a decision, as Kafka schedules its timers in the handlers.
 
 A group id is either a consumer group (KIP-848, ``groups``) or a classic group
 (JoinGroup/SyncGroup, ``classic.groups``), never both: a request of one kind for
@@ -34,11 +52,21 @@ from services.coordinator.classic_messages import (
 )
 from services.coordinator.config import GroupConfig
 from services.coordinator.consumer_protocol import PROTOCOL_TYPE, subscribed_topics
-from services.coordinator.group import STATIC_LEAVE_EPOCH, ConsumerGroup, GroupError, Member, fail
+from services.coordinator.group import (
+    STATIC_LEAVE_EPOCH,
+    UNREVOKED_PARTITIONS,
+    ConsumerGroup,
+    Member,
+    fail,
+)
 from services.coordinator.membership import HeartbeatRequest, HeartbeatResult, Membership
 from services.coordinator.record_builder import Rec, RecordBuilder, by_topic_name
 from shared.errors import ErrorCode
 from shared.types import TopicPartition
+
+#: The first two key bytes (the int16 record type) of offset commits, and of a classic group.
+_OFFSET_TYPES = (r.encode_key(r.RecordKey(r.OFFSET_COMMIT, "", topic="", partition=0))[:2], b"\x00\x00")
+_CLASSIC_TYPE = cr.encode_key("")[:2]
 
 
 @dataclass(frozen=True)
@@ -75,8 +103,10 @@ class GroupShard:
         self.topic_names.clear()
         self.topic_names.update({tid: name for name, tid in self.topic_ids.items()})
         recs: list[Rec] = []
-        for g in self.groups.values():
-            recs.extend(self.membership.metadata_changed(g))
+        for g in list(self.groups.values()):
+            decided = self.membership.metadata_changed(g)
+            self._replay_decided(decided)
+            recs.extend(decided)
         return recs
 
     # -- groups ---------------------------------------------------------------------------------
@@ -93,18 +123,40 @@ class GroupShard:
         if group is None:
             if req.member_epoch != 0:
                 raise fail(ErrorCode.UNKNOWN_MEMBER_ID, f"group {req.group_id} has no member {req.member_id!r}")
-            group = ConsumerGroup(req.group_id, created_ms=now_ms)
-            self.groups[req.group_id] = group
-        try:
-            result, recs = self.membership.heartbeat(group, req, now_ms)
-        except GroupError:
-            if created and classic is not None:  # the empty classic group stays what it was
-                self.groups.pop(req.group_id, None)
-            raise
+            group = ConsumerGroup(req.group_id)  # a view to decide on: the records create the group
+        decision = self.membership.heartbeat(group, req)
+        recs = decision.records
         if classic is not None:  # an empty classic group becomes this consumer group
-            del self.classic.groups[req.group_id]
             recs = [self.classic.tombstone(req.group_id), *recs]
-        return result, recs
+        epoch_before = group.epoch
+        self._replay_decided(recs)
+        g = self.groups[req.group_id]
+        config = self.membership.config
+        if created:
+            g.created_ms = now_ms
+        if g.epoch != epoch_before:
+            g.epoch_changed_ms = now_ms
+        if decision.left_with is not None:
+            if not g.members:
+                g.empty_since_ms = now_ms
+            return HeartbeatResult(decision.member_id, decision.left_with, config.heartbeat_interval_ms, None), recs
+        m = g.members[decision.member_id]
+        m.session_deadline_ms = now_ms + config.session_timeout_ms
+        if m.state != UNREVOKED_PARTITIONS:
+            m.revocation_deadline_ms = None
+        elif decision.revoking or m.revocation_deadline_ms is None:
+            m.revocation_deadline_ms = now_ms + m.rebalance_timeout_ms
+        g.empty_since_ms = None
+        return HeartbeatResult(m.member_id, m.epoch, self.membership.interval_ms(g, now_ms), set(m.assigned)), recs
+
+    def _replay_decided(self, recs: list[Rec]) -> None:
+        """The live path's replay of a decision's records, before they are written: everything but
+        offsets (replayed once committed, ``apply_offsets``) and classic group values (see the
+        module's docstring)."""
+        for key, value in recs:
+            if key[:2] in _OFFSET_TYPES or (key[:2] == _CLASSIC_TYPE and value is not None):
+                continue
+            self.replay(key, value)
 
     # -- classic groups -------------------------------------------------------------------------
 
@@ -125,8 +177,9 @@ class GroupShard:
                 f"group {req.group_id!r} is a consumer group with {len(consumer.members)} members")), Decisions()
         answer, decisions = self.classic.join(req, now_ms)
         if consumer is not None and req.group_id in self.classic.groups:  # it replaced the empty consumer group
-            del self.groups[req.group_id]
-            decisions.records[:0] = self.builder.group_tombstones(req.group_id)
+            tombstones = self.builder.group_tombstones(req.group_id)
+            self._replay_decided(tombstones)
+            decisions.records[:0] = tombstones
         return answer, decisions
 
     def sync_group(self, req: SyncRequest, now_ms: int) -> tuple[SyncResponse | int, Decisions]:
@@ -153,7 +206,16 @@ class GroupShard:
         """Session and rebalance timeouts, and offsets past retention in groups empty long enough."""
         recs: list[Rec] = []
         for g in list(self.groups.values()):
-            recs.extend(self.membership.expire(g, now_ms))
+            gone = self.membership.expired(g, now_ms)
+            if not gone:
+                continue
+            decided = self.membership.remove(g, gone)
+            self._replay_decided(decided)
+            recs.extend(decided)
+            after = self.groups[g.group_id]
+            after.epoch_changed_ms = now_ms
+            if not after.members:
+                after.empty_since_ms = now_ms
         for group_id, offs in self.offsets.items():
             g, cg = self.groups.get(group_id), self.classic.groups.get(group_id)
             if (g is not None and g.members) or (cg is not None and not cg.is_empty()):
@@ -170,8 +232,9 @@ class GroupShard:
             if (cg.state == EMPTY and not cg.pending_members and group_id not in self.offsets
                     and now_ms - (cg.state_since_ms if cg.state_since_ms is not None else now_ms)
                     >= self.config.offsets_retention_check_interval_ms):
-                del self.classic.groups[group_id]
-                recs.append(self.classic.tombstone(group_id))
+                tombstone = self.classic.tombstone(group_id)
+                self._replay_decided([tombstone])
+                recs.append(tombstone)
         return recs
 
     def group_ids(self) -> list[str]:
@@ -194,9 +257,10 @@ class GroupShard:
             if not classic.is_empty():
                 raise fail(ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} is {classic.state} with "
                                                       f"{len(classic.members)} members")
-            del self.classic.groups[group_id]
             recs = [self.builder.offset(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
-            return [*recs, self.classic.tombstone(group_id)]
+            recs.append(self.classic.tombstone(group_id))
+            self._replay_decided(recs)
+            return recs
         g = self.groups.get(group_id)
         if g is None and group_id not in self.offsets:
             raise fail(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
@@ -205,7 +269,7 @@ class GroupShard:
         recs = [self.builder.offset(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
         if g is not None:
             recs.extend(self.builder.group_tombstones(group_id))
-        self.groups.pop(group_id, None)
+        self._replay_decided(recs)
         return recs
 
     # -- offsets --------------------------------------------------------------------------------
@@ -258,10 +322,10 @@ class GroupShard:
         return member
 
     def apply_offsets(self, recs: Iterable[Rec]) -> None:
-        """Apply the offset records among ``recs`` once they are committed (group records were applied
+        """Replay the offset records among ``recs`` once they are committed (the others were replayed
         when they were decided)."""
         for key, value in recs:
-            if key[:2] in (b"\x00\x00", b"\x00\x01"):
+            if key[:2] in _OFFSET_TYPES:
                 self.replay(key, value)
 
     def fetch_offsets(self, group_id: str, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, r.OffsetValue | None]:
@@ -342,7 +406,11 @@ class GroupShard:
             return
         if k.type == r.GROUP_METADATA:
             self.classic.groups.pop(k.group_id, None)
-        g = self.groups.setdefault(k.group_id, ConsumerGroup(k.group_id))
+        g = self.groups.get(k.group_id)
+        if g is None:
+            if value is None:
+                return  # a tombstone of something already gone
+            g = self.groups[k.group_id] = ConsumerGroup(k.group_id)
         if k.type == r.GROUP_METADATA:
             g.epoch, g.metadata_hash = r.decode_group_metadata(value)  # type: ignore[arg-type]
         elif k.type == r.TARGET_ASSIGNMENT_METADATA:
@@ -357,7 +425,9 @@ class GroupShard:
                 g.members.pop(k.member_id, None)
             else:
                 self._replay_member_metadata(g, k.member_id, r.decode_member(value))
-        elif k.type == r.CURRENT_MEMBER_ASSIGNMENT and value is not None:
+        elif k.type == r.CURRENT_MEMBER_ASSIGNMENT:
+            if value is None:
+                return  # the member itself goes with its MemberMetadata tombstone
             v = r.decode_current(value)
             m = g.members.setdefault(k.member_id, Member(k.member_id))
             m.epoch, m.previous_epoch, m.state = v.member_epoch, v.previous_member_epoch, v.state
@@ -371,12 +441,33 @@ class GroupShard:
         m.subscribed_topics, m.regex = list(v.subscribed_topic_names), v.subscribed_topic_regex
         m.rebalance_timeout_ms, m.assignor = v.rebalance_timeout_ms, v.server_assignor
 
+    def dump(self) -> dict[str, object]:
+        """The shard's state in a canonical form (no timers): equal for two shards that replayed the same
+        records, whichever path they took. Classic groups are shown by the record they would write (equal
+        when the live group is Stable or Empty: mid-rebalance it holds more than its last record)."""
+        def tps(s: Iterable[TopicPartition]) -> list[tuple[str, int]]:
+            return sorted((tp.topic, tp.partition) for tp in s)
+
+        groups = {gid: {"epoch": g.epoch, "target_epoch": g.target_epoch, "metadata_hash": g.metadata_hash,
+                        "target": {mid: tps(t) for mid, t in sorted(g.target.items())},
+                        "members": {mid: (m.instance_id, m.rack_id, m.client_id, m.client_host,
+                                          tuple(m.subscribed_topics), m.regex, m.rebalance_timeout_ms, m.assignor,
+                                          m.epoch, m.previous_epoch, int(m.state), tps(m.assigned),
+                                          tps(m.pending_revocation))
+                                    for mid, m in sorted(g.members.items())}}
+                  for gid, g in sorted(self.groups.items())}
+        offsets = {gid: sorted(((tp.topic, tp.partition), v) for tp, v in offs.items())
+                   for gid, offs in sorted(self.offsets.items())}
+        classic = {gid: cr.group_record(g, {m.member_id: m.assignment for m in g.members.values()})
+                   for gid, g in sorted(self.classic.groups.items())}
+        return {"groups": groups, "offsets": offsets, "classic": classic}
+
     def loaded(self, now_ms: int) -> None:
         """After replay: every member gets a fresh session (as in Kafka), empty groups start their clock."""
         for g in self.groups.values():
             for m in g.members.values():
                 m.session_deadline_ms = now_ms + self.config.session_timeout_ms
-                if m.state == 1:  # UNREVOKED_PARTITIONS
+                if m.state == UNREVOKED_PARTITIONS:
                     m.revocation_deadline_ms = now_ms + m.rebalance_timeout_ms
             if not g.members:
                 g.empty_since_ms = now_ms

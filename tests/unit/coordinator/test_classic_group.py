@@ -516,3 +516,62 @@ def test_consumer_protocol_bytes_cross_checked_with_kafka_python() -> None:
     assert assigned_partitions(assignment("t", 2, 0)) == {TP("t", 0), TP("t", 2)}
     assert assigned_partitions(b"") == set()
     assert subscribed_topics(b"\x00") is None and assigned_partitions(b"\x00\x00\x7f\xff\xff\xff") is None
+
+
+def test_a_stable_or_empty_classic_group_reloads_to_the_same_dump() -> None:
+    h = Harness()
+    a, b = h.stable_pair()
+    h.commit(a, h.generation[a])
+
+    def loaded() -> GroupShard:
+        fresh = GroupShard(0, h.shard.config)
+        fresh.set_topics({"t": ("00000000000000000000000000000001", 6)})
+        for key, value in h.log:
+            fresh.replay(key, value)
+        return fresh
+
+    assert loaded().dump() == h.shard.dump()
+    h.leave(LeaveMember(a), LeaveMember(b))  # the join phase ends at once: Empty, with a record
+    assert h.group().state == EMPTY
+    assert loaded().dump() == h.shard.dump()
+
+
+def test_random_walks_reload_to_the_live_group_whenever_it_is_stable_or_empty() -> None:
+    """A classic group's record is a snapshot (the join and sync phases are not in it, as in Kafka):
+    whenever the live group is Stable or Empty, loading its records gives the same group."""
+    for seed in range(30):
+        rnd = random.Random(seed)
+        h = Harness(delay=rnd.choice([0, 500, DELAY]))
+        members: list[tuple[str, str | None]] = []
+        for step in range(120):
+            op = rnd.random()
+            if op < 0.25 or not members:
+                h.join(client=f"c{rnd.randrange(9)}", instance=rnd.choice([None, "i-1", "i-2"]),
+                       version=rnd.choice([3, 9]))
+            elif op < 0.45:
+                mid, inst = rnd.choice(members)
+                h.join(mid, instance=inst, protocols=rnd.choice([RANGE, [("range", b"other")]]))
+            elif op < 0.65:
+                mid, inst = rnd.choice(members)
+                group = h.shard.classic.groups["g"]
+                h.sync(mid, group.generation, {m: bytes([i]) for i, m in enumerate(group.members)}, instance=inst)
+            elif op < 0.75:
+                mid, inst = rnd.choice(members)
+                h.leave(LeaveMember(mid, inst))
+            elif op < 0.85:
+                h.heartbeat(*rnd.choice(members))
+            else:
+                h.tick(rnd.choice([100, 1000, SESSION, REBALANCE]))
+            group = h.shard.classic.groups.get("g")
+            members = [(m.member_id, m.instance_id) for m in group.members.values()] if group else []
+            if group is None or group.state in (STABLE, EMPTY):
+                fresh = GroupShard(0, h.shard.config)
+                for key, value in h.log:
+                    fresh.replay(key, value)
+                loaded, live = fresh.dump()["classic"], h.shard.dump()["classic"]
+                assert loaded == live, f"seed {seed}, step {step}: {_values(loaded)} != {_values(live)}"
+
+
+def _values(dumped: object) -> dict[str, cr.GroupMetadataValue | None]:
+    assert isinstance(dumped, dict)
+    return {gid: None if value is None else cr.decode_value(value) for gid, (_, value) in dumped.items()}

@@ -56,7 +56,7 @@ def test_kip848_records_round_trip() -> None:
     tid = "0123456789abcdef0123456789abcdef"
     member = r.MemberMetadataValue("inst", None, "client", "/127.0.0.1", ["a", "b"], "t.*", 30000, "uniform")
     assert r.decode_member(r.encode_member(member)) == member
-    cur = r.CurrentAssignmentValue(4, 3, r.STATE_UNREVOKED_PARTITIONS, {tid: [0, 2]}, {tid: [1]})
+    cur = r.CurrentAssignmentValue(4, 3, r.MemberState.UNREVOKED_PARTITIONS, {tid: [0, 2]}, {tid: [1]})
     assert r.decode_current(r.encode_current(cur)) == cur
     assert r.decode_target_member(r.encode_target_member({tid: [5, 1]})) == {tid: [1, 5]}
     assert r.decode_group_metadata(r.encode_group_metadata(9, -5)) == (9, -5)
