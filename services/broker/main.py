@@ -27,6 +27,7 @@ from services.broker.quota_client import QuotaReporter
 from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
+from shared.coordinator_lookup import request_internal_topic
 from shared.proto import tidelog_pb2 as pb
 from shared.quota.decision import ProvisionalQuotas
 from shared.quota.entities import parse_configs
@@ -98,6 +99,8 @@ class Broker(Service[BrokerSettings]):
         self._pid_end = 0
         self._pid_lock = asyncio.Lock()
         self.coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator
+        self.txn_coordinator_owners: dict[int, dict[str, Any]] = {}  # for FindCoordinator of transactional ids
+        self._internal_topics_requested: set[str] = set()
         self._metrics: Any = None
         self._cleaner_metrics: CleanerCollector | None = None
         self.api: BrokerApi | None = None  # set with the servicers
@@ -112,6 +115,8 @@ class Broker(Service[BrokerSettings]):
                                   lambda: self.coordinator_owners, pipeline=pipeline)
         add_broker_servicer(servicer, server)
         self.api = servicer.api
+        self.api.txn_coordinator_owners = lambda: self.txn_coordinator_owners
+        self.api.request_internal_topic = self._request_internal_topic
         s = self.settings
         self.api.configs = {"auto.create.topics.enable": s.auto_create_topics_enable,
                             "num.partitions": s.num_partitions,
@@ -185,6 +190,7 @@ class Broker(Service[BrokerSettings]):
         opening = time.monotonic()
         await self.metadata.start()
         self.store.watch_prefix(self.store.keys.offsets_owners_prefix(), self._on_coordinator_owners, "offsets owners")
+        self.store.watch_prefix(self.store.keys.txn_owners_prefix(), self._on_txn_coordinator_owners, "txn owners")
         self.store.watch_prefix(self.store.keys.quotas_prefix(), self._on_quota_configs, "quotas")
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         if self._metrics is not None:  # the first metadata opened (and recovered) the logs
@@ -195,6 +201,24 @@ class Broker(Service[BrokerSettings]):
 
     def _on_coordinator_owners(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
         self.coordinator_owners = {int(k.decode().rsplit("/", 1)[-1]): v for k, (v, _, _) in snap.items()}
+
+    def _on_txn_coordinator_owners(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
+        self.txn_coordinator_owners = {int(k.decode().rsplit("/", 1)[-1]): v for k, (v, _, _) in snap.items()}
+
+    def _request_internal_topic(self, topic: str) -> None:
+        """Ask the controller for an internal topic made on first use, once per process (again after a failure)."""
+        if topic in self._internal_topics_requested:
+            return
+        self._internal_topics_requested.add(topic)
+
+        async def ask() -> None:
+            try:
+                await request_internal_topic(self.store, topic, f"broker-{self.settings.id}")
+            except Exception as exc:
+                self._internal_topics_requested.discard(topic)
+                log.info("internal topic request failed", extra={"topic": topic, "error": str(exc)})
+
+        self._tasks.append(asyncio.ensure_future(ask()))
 
     def _on_quota_configs(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
         """The quota entries, for provisional decisions on pairs the quota service has not decided yet."""

@@ -33,7 +33,7 @@ from services.broker.pipeline import (
 )
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replica_results import FetchSpec, ProduceResult, grpc_partition_data
-from shared.coordinator_lookup import find_coordinators
+from shared.coordinator_lookup import COORDINATOR_TOPICS, find_coordinators, unknown_key_type
 from shared.errors import TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers
 from shared.offsets_topic import OFFSETS_TOPIC
@@ -269,8 +269,16 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return pb.InitProducerIdResponse(error_code=a.error, producer_id=a.producer_id, producer_epoch=a.producer_epoch)
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
-        topic = self.rm.view.topics.get(OFFSETS_TOPIC)
-        return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0, self.coordinator_owners())
+        name = COORDINATOR_TOPICS.get(request.key_type)
+        if name is None:
+            return unknown_key_type(request.group_ids, request.key_type)
+        topic = self.rm.view.topics.get(name)
+        if name == OFFSETS_TOPIC:
+            return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0, self.coordinator_owners())
+        if topic is None and self.api.request_internal_topic is not None:
+            self.api.request_internal_topic(name)  # Kafka creates __transaction_state on this first lookup
+        return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0,
+                                 self.api.txn_coordinator_owners(), name)
 
 
 async def _context(pipeline: RequestPipeline, api: str, client_id: str, peer: str, context: Any) -> RequestContext:

@@ -1,11 +1,12 @@
 """The coordinator's view of the cluster, kept current by etcd watches: live brokers, topics
-(ids and partition counts, for assignors and regex subscriptions), the leaders of
-``__consumer_offsets`` partitions, live coordinator instances and partition owners."""
+(ids and partition counts, for assignors and regex subscriptions), the leaders of the partitions of
+each internal topic it owns partitions of (``__consumer_offsets``, ``__transaction_state``), live
+coordinator instances and the owners of those partitions, per topic."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,32 +16,58 @@ from shared.metadata.types import PartitionState, TopicRecord
 from shared.offsets_topic import OFFSETS_TOPIC
 
 
+@dataclass(frozen=True)
+class WatchedTopic:
+    """An internal topic whose leaders and partition owners the view follows."""
+    topic: str
+    owners_prefix: Callable[[Keys], bytes]
+
+
 @dataclass
 class CoordinatorView:
     brokers: dict[int, str] = field(default_factory=dict)  # id -> address
     topics: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (topic id, partitions)
-    leaders: dict[int, int] = field(default_factory=dict)  # __consumer_offsets partition -> leader broker
+    #: internal topic -> partition -> leader broker
+    topic_leaders: dict[str, dict[int, int]] = field(default_factory=dict)
     instances: dict[str, str] = field(default_factory=dict)  # coordinator instance -> address
-    owners: dict[int, dict[str, Any]] = field(default_factory=dict)  # partition -> ownership value (+ revision)
+    #: internal topic -> partition -> ownership value (+ create_revision)
+    topic_owners: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def offsets_partitions(self) -> int:
-        return self.topics.get(OFFSETS_TOPIC, ("", 0))[1]
+        return self.partitions_of(OFFSETS_TOPIC)
 
-    def leader_address(self, partition: int) -> str | None:
-        leader = self.leaders.get(partition, -1)
+    @property
+    def owners(self) -> dict[int, dict[str, Any]]:
+        """The owners of the ``__consumer_offsets`` partitions."""
+        return self.owners_of(OFFSETS_TOPIC)
+
+    @property
+    def leaders(self) -> dict[int, int]:
+        return self.topic_leaders.get(OFFSETS_TOPIC, {})
+
+    def partitions_of(self, topic: str) -> int:
+        return self.topics.get(topic, ("", 0))[1]
+
+    def owners_of(self, topic: str) -> dict[int, dict[str, Any]]:
+        return self.topic_owners.get(topic, {})
+
+    def leader_address(self, partition: int, topic: str = OFFSETS_TOPIC) -> str | None:
+        leader = self.topic_leaders.get(topic, {}).get(partition, -1)
         return self.brokers.get(leader)
 
 
 class ViewWatcher:
     """Calls ``on_topics`` when topics change and ``on_membership`` when instances or owners change."""
 
-    def __init__(self, store: MetadataStore, on_topics: Callable[[], None], on_membership: Callable[[], None]) -> None:
+    def __init__(self, store: MetadataStore, on_topics: Callable[[], None], on_membership: Callable[[], None],
+                 watched: Sequence[WatchedTopic] = (WatchedTopic(OFFSETS_TOPIC, Keys.offsets_owners_prefix),)) -> None:
         self.store = store
         self.keys: Keys = store.keys
         self.view = CoordinatorView()
         self.on_topics = on_topics
         self.on_membership = on_membership
+        self.watched = list(watched)
         self.ready = asyncio.Event()
         self._seen: set[str] = set()
 
@@ -48,9 +75,10 @@ class ViewWatcher:
         k = self.keys
         self.store.watch_prefix(k.brokers_prefix(), self._brokers, "brokers")
         self.store.watch_prefix(k.topics_prefix(), self._topics, "topics")
-        self.store.watch_prefix(k.partitions_prefix(OFFSETS_TOPIC), self._leaders, "offsets leaders")
         self.store.watch_prefix(k.services_prefix("coordinator"), self._instances, "coordinators")
-        self.store.watch_prefix(k.offsets_owners_prefix(), self._owners, "offsets owners")
+        for w in self.watched:
+            self.store.watch_prefix(k.partitions_prefix(w.topic), self._leaders_of(w.topic), f"{w.topic} leaders")
+            self.store.watch_prefix(w.owners_prefix(k), self._owners_of(w.topic), f"{w.topic} owners")
 
     async def reload(self) -> None:
         """Read every prefix again. A watch started on an empty prefix can miss the keys created
@@ -58,13 +86,14 @@ class ViewWatcher:
         k = self.keys
         self._brokers(await self.store.get_prefix(k.brokers_prefix()))
         self._topics(await self.store.get_prefix(k.topics_prefix()))
-        self._leaders(await self.store.get_prefix(k.partitions_prefix(OFFSETS_TOPIC)))
         self._instances(await self.store.get_prefix(k.services_prefix("coordinator")))
-        self._owners(await self.store.get_prefix(k.offsets_owners_prefix()))
+        for w in self.watched:
+            self._leaders_of(w.topic)(await self.store.get_prefix(k.partitions_prefix(w.topic)))
+            self._owners_of(w.topic)(await self.store.get_prefix(w.owners_prefix(k)))
 
     def _loaded(self, what: str) -> None:
         self._seen.add(what)
-        if len(self._seen) == 5:
+        if len(self._seen) == 3 + 2 * len(self.watched):
             self.ready.set()
 
     def _brokers(self, snap: Snapshot) -> None:
@@ -78,18 +107,24 @@ class ViewWatcher:
         self._loaded("topics")
         if changed:
             self.on_topics()
-            self.on_membership()  # the partition count of __consumer_offsets may have appeared
+            self.on_membership()  # the partition count of an internal topic may have appeared
 
-    def _leaders(self, snap: Snapshot) -> None:
-        self.view.leaders = {int(Keys.last_segment(k)): PartitionState.from_json(v).leader for k, (v, _, _) in snap.items()}
-        self._loaded("leaders")
+    def _leaders_of(self, topic: str) -> Callable[[Snapshot], None]:
+        def update(snap: Snapshot) -> None:
+            self.view.topic_leaders[topic] = {int(Keys.last_segment(k)): PartitionState.from_json(v).leader
+                                              for k, (v, _, _) in snap.items()}
+            self._loaded(f"leaders {topic}")
+        return update
 
     def _instances(self, snap: Snapshot) -> None:
         self.view.instances = {Keys.last_segment(k): v.get("address", "") for k, (v, _, _) in snap.items()}
         self._loaded("instances")
         self.on_membership()
 
-    def _owners(self, snap: Snapshot) -> None:
-        self.view.owners = {int(Keys.last_segment(k)): {**v, "create_revision": c} for k, (v, c, _) in snap.items()}
-        self._loaded("owners")
-        self.on_membership()
+    def _owners_of(self, topic: str) -> Callable[[Snapshot], None]:
+        def update(snap: Snapshot) -> None:
+            self.view.topic_owners[topic] = {int(Keys.last_segment(k)): {**v, "create_revision": c}
+                                             for k, (v, c, _) in snap.items()}
+            self._loaded(f"owners {topic}")
+            self.on_membership()
+        return update

@@ -1,5 +1,5 @@
-"""Loading a ``__consumer_offsets`` partition: read it from the leader up to a given offset and
-hand every record (key, value) to the shard's replay, counting the rate."""
+"""Loading a partition of an internal topic (``__consumer_offsets``, ``__transaction_state``): read
+it from the leader up to a given offset and hand every record (key, value) to the shard's replay, counting the rate."""
 
 from __future__ import annotations
 
@@ -17,19 +17,20 @@ from shared.records import decode_records, iter_batches, records_section
 
 
 async def load_partition(partition: int, end_offset: int, stub_for: StubFor,
-                         replay: Callable[[bytes, bytes | None], None], timeout_s: float = 60.0) -> tuple[int, float]:
+                         replay: Callable[[bytes, bytes | None], None], timeout_s: float = 60.0,
+                         topic: str = OFFSETS_TOPIC) -> tuple[int, float]:
     """Replay records ``[log start, end_offset)``; returns ``(records, seconds)``."""
     start = time.monotonic()
     offset, count = 0, 0
     while offset < end_offset:
         if time.monotonic() - start > timeout_s:
-            raise TimeoutError(f"loading partition {partition} took over {timeout_s}s")
+            raise TimeoutError(f"loading {topic} partition {partition} took over {timeout_s}s")
         stub = await stub_for(partition)
         if stub is None:
             await asyncio.sleep(0.1)
             continue
         req = pb.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=8 << 20, client_id="coordinator-loader", topics=[
-            pb.FetchTopic(name=OFFSETS_TOPIC, partitions=[
+            pb.FetchTopic(name=topic, partitions=[
                 pb.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=4 << 20)])])
         try:
             resp = await stub.Fetch(req, timeout=10)

@@ -1,7 +1,9 @@
-"""The coordinator process: consumer groups (KIP-848), classic groups and offsets in ``__consumer_offsets``.
+"""The coordinator process: consumer groups (KIP-848), classic groups and offsets in ``__consumer_offsets``,
+and the partitions of ``__transaction_state``.
 
-Registers under its lease, shares the ``__consumer_offsets`` partitions with the other
-instances (``runtime.py``) and serves the GroupCoordinator gRPC service (``servicer.py``).
+Registers under its lease, shares the partitions of both topics with the other instances
+(``runtime.py``, one ``PartitionKind`` per topic) and serves the GroupCoordinator gRPC service
+(``servicer.py``).
 Stores nothing on its own disk: everything is in the topic, written through the brokers.
 """
 
@@ -18,6 +20,7 @@ from services.coordinator.api import CoordinatorApi
 from services.coordinator.classic_service import ClassicGroupService
 from services.coordinator.config import GroupConfig
 from services.coordinator.metrics import LagMonitor, coordinator_metrics
+from services.coordinator.partition_kind import TRANSACTIONS, LatestValueShard, groups_kind, transactions_kind
 from services.coordinator.runtime import CoordinatorRuntime
 from services.coordinator.servicer import GroupCoordinatorServicer, add_to_server
 from shared.proto import tidelog_pb2_grpc as pb_grpc
@@ -67,7 +70,10 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             classic_initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
             classic_max_size=s.group_max_size,
         )
-        self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config)
+        # __transaction_state's shard: a stand-in keeping the latest record per key until the
+        # transaction state machine (services/coordinator/txn) is plugged in here.
+        kinds = [groups_kind(self.group_config), transactions_kind(LatestValueShard)]
+        self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config, kinds=kinds)
         self.classic = ClassicGroupService(self.runtime)
         self._classic_task: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
@@ -110,7 +116,8 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             await ch.close()
 
     def ready_info(self) -> dict[str, Any]:
-        return {**super().ready_info(), "partitions": sorted(self.runtime.partitions)}
+        return {**super().ready_info(), "partitions": sorted(self.runtime.partitions),
+                "txn_partitions": sorted(self.runtime.owned.get(TRANSACTIONS, {}))}
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
-"""Fenced writes of one ``__consumer_offsets`` partition: an idempotent producer per partition.
+"""Fenced writes of one partition of an internal topic (``__consumer_offsets``, ``__transaction_state``):
+an idempotent producer per partition.
 
 The owner writes with the partition's producer id at the epoch it bumped in etcd when it
 took the partition over. Its first write is a marker (a tombstone whose key names no
-group), which makes the brokers refuse any batch of a lower epoch: a previous owner that
+group, or no transactional id), which makes the brokers refuse any batch of a lower epoch: a previous owner that
 wakes up after a pause gets INVALID_PRODUCER_EPOCH and stops serving. Records wait in a
 queue and go out together, one batch in flight at a time (its sequence numbers must not
 have gaps), ``acks=all``; a batch whose outcome is unknown is resent as is (the broker
@@ -44,7 +45,10 @@ class FencedError(Exception):
 
 class PartitionWriter:
     def __init__(self, partition: int, producer_id: int, producer_epoch: int, stub_for: StubFor,
-                 on_fenced: Callable[[str], None], client_id: str, write_timeout_s: float = 15.0) -> None:
+                 on_fenced: Callable[[str], None], client_id: str, write_timeout_s: float = 15.0, *,
+                 topic: str = OFFSETS_TOPIC, marker_key: bytes = MARKER_KEY) -> None:
+        self.topic = topic
+        self.marker_key = marker_key
         self.partition = partition
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -67,7 +71,8 @@ class PartitionWriter:
         """Queue ``recs`` now (writes go out in the order they are submitted); the future gives the
         offset of the last once committed."""
         if self.fenced is not None:
-            raise fail(ErrorCode.NOT_COORDINATOR, f"no longer the owner of partition {self.partition}: {self.fenced}")
+            raise fail(ErrorCode.NOT_COORDINATOR,
+                       f"no longer the owner of {self.topic} partition {self.partition}: {self.fenced}")
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if not recs:
             fut.set_result(-1)
@@ -77,7 +82,7 @@ class PartitionWriter:
         return fut
 
     async def write_marker(self) -> int:
-        return await self.write([(MARKER_KEY, None)])
+        return await self.write([(self.marker_key, None)])
 
     async def close(self) -> None:
         self.fenced = self.fenced or "partition unloaded"
@@ -123,7 +128,7 @@ class PartitionWriter:
         batch = encode_batch([(now, k, v, None) for k, v in recs], producer_id=self.producer_id,
                              producer_epoch=self.producer_epoch, base_sequence=self.sequence)
         request = pb.ProduceRequest(acks=-1, timeout_ms=5000, client_id=self.client_id, topics=[
-            pb.ProduceTopicData(name=OFFSETS_TOPIC, partitions=[pb.ProducePartitionData(partition=self.partition, records=batch)])])
+            pb.ProduceTopicData(name=self.topic, partitions=[pb.ProducePartitionData(partition=self.partition, records=batch)])])
         deadline = time.monotonic() + self.write_timeout_s
         last_error = ""
         while time.monotonic() < deadline:

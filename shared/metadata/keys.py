@@ -14,6 +14,11 @@
     /tidelog/<cluster>/offsets-owners/<p>       owner of __consumer_offsets partition p, on its lease
     /tidelog/<cluster>/offsets-producers/<p>    {producer_id, producer_epoch} its owners write with
                                                 (bumped on every takeover; persistent)
+    /tidelog/<cluster>/txn-owners/<p>           owner of __transaction_state partition p, on its lease
+    /tidelog/<cluster>/txn-producers/<p>        {producer_id, producer_epoch} of its owners (as offsets-producers)
+    /tidelog/<cluster>/internal-topic-requests/<name>
+                                                an internal topic created on first use (__transaction_state):
+                                                the active controller creates it once this key exists
     /tidelog/<cluster>/producer-ids             next free block of producer ids
 """
 
@@ -82,6 +87,18 @@ class Keys:
 
     def offsets_producer(self, partition: int) -> bytes:
         return f"{self.root}offsets-producers/{partition}".encode()
+
+    def txn_owner(self, partition: int) -> bytes:
+        return f"{self.root}txn-owners/{partition}".encode()
+
+    def txn_owners_prefix(self) -> bytes:
+        return f"{self.root}txn-owners/".encode()
+
+    def txn_producer(self, partition: int) -> bytes:
+        return f"{self.root}txn-producers/{partition}".encode()
+
+    def internal_topic_request(self, topic: str) -> bytes:
+        return f"{self.root}internal-topic-requests/{topic}".encode()
 
     def producer_ids(self) -> bytes:
         return f"{self.root}producer-ids".encode()

@@ -471,10 +471,12 @@ class ControlledShutdownResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., remaining_leaderships: _Optional[int] = ...) -> None: ...
 
 class FindCoordinatorRequest(_message.Message):
-    __slots__ = ("group_ids",)
+    __slots__ = ("group_ids", "key_type")
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_TYPE_FIELD_NUMBER: _ClassVar[int]
     group_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    key_type: int
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ..., key_type: _Optional[int] = ...) -> None: ...
 
 class GroupCoordinatorNode(_message.Message):
     __slots__ = ("group_id", "error_code", "error_message", "node_id", "address", "partition")

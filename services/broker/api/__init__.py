@@ -25,6 +25,10 @@ class BrokerApi:
     broker_id: int
     allocate_producer_id: Callable[[], Awaitable[int]] | None = None
     coordinator_owners: Callable[[], dict[int, dict[str, Any]]] = dict
+    #: the owners of the __transaction_state partitions (FindCoordinator for transactional ids)
+    txn_coordinator_owners: Callable[[], dict[int, dict[str, Any]]] = dict
+    #: asks the controller to create an internal topic made on first use (__transaction_state)
+    request_internal_topic: Callable[[str], None] | None = None
     #: Kafka-listener configs (Kafka's names): auto.create.topics.enable, num.partitions, ...
     configs: dict[str, Any] = field(default_factory=dict)
     #: services.broker.kafka.cluster_links.ClusterLinks once the Kafka listener runs (admin, groups)

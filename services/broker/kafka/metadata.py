@@ -7,9 +7,11 @@ answered ``LEADER_NOT_AVAILABLE`` until its leaders are elected, as Kafka answer
 given to Kafka clients is the lowest live broker's: any broker forwards admin requests to the active
 controller, so a client's "send this to the controller" reaches it.
 
-FindCoordinator answers, for a group, the broker leading the group's ``__consumer_offsets`` partition
-(any broker forwards group requests to the coordinator service owning that partition, so which broker
-answers only spreads the load as Kafka's placement does).
+FindCoordinator answers, for a group, the broker leading the group's ``__consumer_offsets`` partition,
+and for a transactional id (key_type 1) the one leading its ``__transaction_state`` partition (any
+broker forwards coordinator requests to the coordinator service owning that partition, so which broker
+answers only spreads the load as Kafka's placement does). The first lookup of a transactional id asks
+the controller to create ``__transaction_state``, as Kafka does.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from services.broker.api import metadata as metadata_api
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.metadata_cache import ClusterView
 from services.broker.pipeline import RequestContext
+from shared.coordinator_lookup import COORDINATOR_TOPICS
 from shared.errors import ErrorCode, TidelogError
 from shared.kafka.messages import RequestFrame
-from shared.offsets_topic import OFFSETS_TOPIC, locate, partition_for
+from shared.offsets_topic import OFFSETS_TOPIC, partition_for
 from shared.topic_names import INTERNAL_TOPICS, validate_topic_name
 from shared.types import TopicPartition
 
@@ -141,33 +144,38 @@ async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: Reque
     return {"error_code": int(a.error), "producer_id": a.producer_id, "producer_epoch": a.producer_epoch}, 0
 
 
-def coordinator_node(apis: KafkaApis, group_id: str) -> int:
-    """The broker Kafka clients are sent to for ``group_id``: the leader of its ``__consumer_offsets``
-    partition when it has a Kafka listener, else this broker (every broker forwards group requests)."""
+def coordinator_node(apis: KafkaApis, group_id: str, topic_name: str = OFFSETS_TOPIC) -> int:
+    """The broker Kafka clients are sent to for ``group_id`` (a transactional id with ``topic_name``
+    __transaction_state): the leader of its partition when it has a Kafka listener, else this broker
+    (every broker forwards coordinator requests)."""
     view = apis.broker.rm.view
-    topic = view.topics.get(OFFSETS_TOPIC)
+    topic = view.topics.get(topic_name)
     if topic is None:
         return apis.broker.broker_id
-    st = view.partitions.get(TopicPartition(OFFSETS_TOPIC, partition_for(group_id, len(topic.assignment))))
+    st = view.partitions.get(TopicPartition(topic_name, partition_for(group_id, len(topic.assignment))))
     return st.leader if st is not None and st.leader in kafka_brokers(view) else apis.broker.broker_id
 
 
 def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
     view = apis.broker.rm.view
     none = {"key": key, "node_id": -1, "host": "", "port": -1}
-    if key_type != 0:
-        return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": "transactions are not supported by this broker yet"}
-    topic = view.topics.get(OFFSETS_TOPIC)
+    name = COORDINATOR_TOPICS.get(key_type)
+    if name is None:
+        return {**none, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": f"unknown coordinator type {key_type}"}
+    topic = view.topics.get(name)
     if topic is None:
+        if name != OFFSETS_TOPIC and apis.broker.request_internal_topic is not None:
+            apis.broker.request_internal_topic(name)  # Kafka creates __transaction_state on this first lookup
         return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": f"{OFFSETS_TOPIC} does not exist yet"}
-    p, owner = locate(key, len(topic.assignment), apis.broker.coordinator_owners())
-    if owner is None:
+                "error_message": f"{name} does not exist yet"}
+    owners = apis.broker.coordinator_owners() if name == OFFSETS_TOPIC else apis.broker.txn_coordinator_owners()
+    p = partition_for(key, len(topic.assignment))
+    if owners.get(p) is None:
         return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": f"no coordinator owns {OFFSETS_TOPIC} partition {p} yet"}
+                "error_message": f"no coordinator owns {name} partition {p} yet"}
     brokers = kafka_brokers(view)
-    node = coordinator_node(apis, key)
+    node = coordinator_node(apis, key, name)
     if node not in brokers:
         return {**none, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": "no broker listens"}
     host, port, _ = brokers[node]
