@@ -6,7 +6,8 @@ changes and those marked dirty since (the replica manager marks every partition 
 long-polls on the session's own signal, and answers only what ``LeaderSession.needs_answer`` allows.
 Follower fetch offsets still drive the high watermark and the ISR: a partition named with a new offset
 attaches the follower's state to the session (``Partition.update_follower_in_session``), after which
-the session's fetch time stands for every fetch of it.
+the session's fetch time stands for every fetch of it. The follower's log start offset, named with the
+partition, goes to the same state: the leader's low watermark (DeleteRecords) waits for it.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ class StreamFetchSession:
     def __init__(self, rm: ReplicaManager) -> None:
         self.rm = rm
         self.session: LeaderSession | None = None
+        # The follower's log start offset per partition, as its last request naming the partition said.
+        self.log_starts: dict[TopicPartition, int] = {}
 
     def close(self) -> None:
         """The stream ended or a new session replaced this one: the follower's states stop following it."""
         session, self.session = self.session, None
+        self.log_starts = {}
         if session is None:
             return
         self.rm.fetch_sessions.discard(session)
@@ -77,6 +81,9 @@ class StreamFetchSession:
         forgotten = [TopicPartition(t.name, p.partition) for t in request.forgotten_topics for p in t.partitions]
         for tp in session.apply(changed, forgotten):
             self._detach(session, tp)
+            self.log_starts.pop(tp, None)
+        self.log_starts.update((TopicPartition(t.name, p.partition), p.log_start_offset)
+                               for t in request.topics for p in t.partitions)
         started = time.perf_counter()
         reads = [tp for tp, *_ in changed] if request.session_epoch != INITIAL_EPOCH else list(session.partitions)
         results, read_s = await self._serve(session, reads, request_limits.fetch_wait_ms(request.max_wait_ms),
@@ -94,7 +101,8 @@ class StreamFetchSession:
         for tp in changed:  # before the session's fetch time moves: a follower caught up until now stays so
             part = self._fetchable(session, tp)
             if part is not None:
-                part.update_follower_in_session(session.replica_id, session.partitions[tp].fetch_offset, session)
+                part.update_follower_in_session(session.replica_id, session.partitions[tp].fetch_offset, session,
+                                                self.log_starts.get(tp, -1))
         deadline = time.monotonic() + max_wait_ms / 1000
         wake = asyncio.Event()
         session.on_dirty = wake.set
@@ -145,9 +153,9 @@ class StreamFetchSession:
             sp = session.partitions.get(tp)
             if sp is None:
                 continue
-            def attach(part: Partition, sp: Any = sp) -> None:  # e.g. new follower states after an election
-                if not part.follower_attached(session.replica_id, session):
-                    part.update_follower_in_session(session.replica_id, sp.fetch_offset, session)
+            def attach(part: Partition, sp: Any = sp, log_start: int = self.log_starts.get(tp, -1)) -> None:
+                if not part.follower_attached(session.replica_id, session):  # e.g. new states after an election
+                    part.update_follower_in_session(session.replica_id, sp.fetch_offset, session, log_start)
 
             r = read_partition(self.rm, tp, sp.fetch_offset, sp.leader_epoch, min(sp.max_bytes, max_bytes - total),
                                for_consumer=False, min_one=total == 0, before_read=attach)

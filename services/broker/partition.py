@@ -5,6 +5,11 @@ advances the high watermark to the minimum log end offset over the ISR.
 Consumers read only below the high watermark. ``acks=all`` producers wait in
 a purgatory until the high watermark passes their batch. Long-polling fetches
 wait on ``changed``, fired on every append and high-watermark move.
+
+It also tracks each follower's log start offset (from their fetches): the
+partition's low watermark is the smallest over the leader and its live replicas
+(``replication_rules.low_watermark``), and DeleteRecords waits in a second
+purgatory until it reaches the requested offset (Kafka's DelayedDeleteRecords).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from shared.errors import (
     TidelogError,
 )
 from shared.types import TopicPartition
+
+#: Whether a broker is alive (registered in the cluster metadata): only live replicas hold the low watermark.
+BrokerAlive = Callable[[int], bool]
 
 
 class Partition:
@@ -55,6 +63,8 @@ class Partition:
         self.on_change: Callable[[TopicPartition], None] | None = None  # the owner's "a partition changed" signal
         self._hw_waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._waiter_seq = 0
+        # DeleteRecords waiting for the low watermark: (offset, who is alive, the low watermark once reached).
+        self._lw_waiters: list[tuple[int, BrokerAlive, asyncio.Future[int | None]]] = []
 
     # -- state --------------------------------------------------------------------------------
 
@@ -91,6 +101,7 @@ class Partition:
         elif not self.is_leader:
             self.followers = {}
         self._maybe_advance_hw()
+        self._check_lw_waiters()  # replicas or live brokers may have changed (metadata is applied here)
 
     def check_epoch(self, epoch: int) -> None:
         """Requests carrying a leader epoch must match ours (Kafka's fencing)."""
@@ -175,11 +186,13 @@ class Partition:
                                         f"since it is larger than the high watermark {self.high_watermark}")
         if self.log.increment_log_start_offset(target):
             self._notify()
+            self._check_lw_waiters()
         return self.log.log_start_offset
 
     def follower_update_log_start(self, leader_log_start_offset: int) -> None:
         """A follower takes its leader's log start offset (from a fetch response), never past its own high
-        watermark: records deleted on the leader (DeleteRecords, retention) go here too."""
+        watermark: records deleted on the leader (DeleteRecords, retention) go here too (the replica fetcher
+        reports the new one in its next fetch: the leader's low watermark waits for it)."""
         target = min(leader_log_start_offset, self.high_watermark)
         if target > self.log.log_start_offset and self.log.increment_log_start_offset(target):
             self._notify()
@@ -201,6 +214,59 @@ class Partition:
             return await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             return False
+
+    # -- low watermark (DeleteRecords) ---------------------------------------------------------
+
+    def low_watermark(self, alive: BrokerAlive) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset over this leader and the other
+        replicas on live brokers (``replication_rules.low_watermark``)."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        return rules.low_watermark(self.broker_id, self.log.log_start_offset, self.replicas, self.followers, alive)
+
+    async def wait_for_low_watermark(self, offset: int, timeout_s: float, leader_epoch: int,
+                                     alive: BrokerAlive) -> int | None:
+        """The low watermark once it reaches ``offset`` while this broker still leads ``leader_epoch``;
+        None on timeout or lost leadership. Woken by followers' fetches that report a new log start
+        offset, by this leader's own log start moving and by metadata (replicas, live brokers)."""
+        if not self.is_leader or self.leader_epoch != leader_epoch:
+            return None
+        low = self.low_watermark(alive)
+        if low >= offset:
+            return low
+        fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        waiter = (offset, alive, fut)
+        self._lw_waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            return fut.result() if fut.done() else None  # reached just as the time ran out: still an answer
+        finally:
+            if waiter in self._lw_waiters:
+                self._lw_waiters.remove(waiter)
+
+    def _check_lw_waiters(self) -> None:
+        if not self._lw_waiters:
+            return
+        if not self.is_leader:
+            self._fail_lw_waiters()
+            return
+        pending = []
+        for offset, alive, fut in self._lw_waiters:
+            if fut.done():
+                continue
+            low = self.low_watermark(alive)
+            if low >= offset:
+                fut.set_result(low)
+            else:
+                pending.append((offset, alive, fut))
+        self._lw_waiters = pending
+
+    def _fail_lw_waiters(self) -> None:
+        waiters, self._lw_waiters = self._lw_waiters, []
+        for _, _, fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     # -- high watermark -------------------------------------------------------------------------
 
@@ -226,15 +292,24 @@ class Partition:
                 fut.set_result(True)
         self._notify()
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetch outside a session."""
-        self.followers.setdefault(replica_id, FollowerState()).fetched(self.clock(), fetch_offset, self.log_end_offset)
+    def update_follower(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
+        """A follower fetch outside a session (``log_start_offset`` -1: not sent, the last one stands)."""
+        st = self.followers.setdefault(replica_id, FollowerState())
+        before = st.log_start_offset
+        st.fetched(self.clock(), fetch_offset, self.log_end_offset, log_start_offset)
         self._maybe_advance_hw()
+        if st.log_start_offset != before:
+            self._check_lw_waiters()
 
-    def update_follower_in_session(self, replica_id: int, fetch_offset: int, session: FetchClock) -> None:
+    def update_follower_in_session(self, replica_id: int, fetch_offset: int, session: FetchClock,
+                                   log_start_offset: int = -1) -> None:
         """A follower fetch in a session: the follower's times follow the session's until it detaches."""
-        self.followers.setdefault(replica_id, FollowerState()).attach(session, fetch_offset, self.log_end_offset)
+        st = self.followers.setdefault(replica_id, FollowerState())
+        before = st.log_start_offset
+        st.attach(session, fetch_offset, self.log_end_offset, log_start_offset)
         self._maybe_advance_hw()
+        if st.log_start_offset != before:
+            self._check_lw_waiters()
 
     def follower_attached(self, replica_id: int, session: FetchClock) -> bool:
         st = self.followers.get(replica_id)
@@ -294,6 +369,7 @@ class Partition:
             if not fut.done():
                 fut.set_result(False)
         self._hw_waiters.clear()
+        self._fail_lw_waiters()
         self._notify()
 
     def close(self) -> None:

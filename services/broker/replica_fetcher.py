@@ -4,8 +4,10 @@ Before fetching a partition (after every leadership change) the follower asks
 the leader where the history of its latest local epoch ends
 (OffsetsForLeaderEpoch) and truncates anything past that point: a divergent
 tail is removed by epoch history, never by high watermark alone. Then it
-fetches from its log end offset with its replica id and current leader epoch,
-appends at the leader's offsets and takes the leader's high watermark.
+fetches from its log end offset with its replica id, current leader epoch and
+log start offset, appends at the leader's offsets and takes the leader's high
+watermark and log start offset; a log start offset moved that way is named in the
+next request (the leader's low watermark, which DeleteRecords waits for, needs it).
 
 Fetches run in a fetch session (``fetch_sessions``, Kafka's KIP-227): after a full first request, a
 request names only the partitions whose position changed, and the leader answers only partitions with
@@ -51,6 +53,7 @@ class FollowState:
     leader_epoch: int
     truncated: bool = False
     retry_at: float = 0.0  # loop time before which this partition is left out of requests
+    sent_log_start: int = -1  # the log start offset the last request naming this partition carried
 
     def back_off(self, now: float) -> None:
         self.retry_at = now + PARTITION_BACKOFF_S
@@ -219,6 +222,8 @@ class ReplicaFetcher:
         plan = self.session.plan(lambda tp: self._position(tp, now), self.partitions)
         topics: dict[str, list[pb.FetchPartition]] = {}
         for tp, pos in plan.upserts.items():
+            if (st := self.partitions.get(tp)) is not None:
+                st.sent_log_start = pos.log_start_offset
             topics.setdefault(tp.topic, []).append(pb.FetchPartition(
                 partition=tp.partition, fetch_offset=pos.fetch_offset, partition_max_bytes=self.partition_max_bytes,
                 current_leader_epoch=pos.leader_epoch, log_start_offset=pos.log_start_offset))
@@ -297,3 +302,16 @@ class ReplicaFetcher:
                 return
         part.follower_update_hw(p.high_watermark)
         part.follower_update_log_start(p.log_start_offset)  # records deleted on the leader go here too
+        if part.log.log_start_offset != st.sent_log_start:
+            self._resend(tp)
+
+    def _resend(self, tp: TopicPartition) -> None:
+        """Name ``tp`` in the next request although its fetch position may not have moved: the leader learns
+        our log start offset (moved by its answer or by our own retention) from it, and its low watermark,
+        which DeleteRecords waits for, is the smallest over the replicas (Kafka's fetch session likewise
+        sends a partition whose log start offset changed). The session compares positions without the log
+        start offset, so the one it holds is made stale."""
+        held = self.session.sent.get(tp)
+        if held is not None:
+            self.session.sent[tp] = (-1, held[1])  # no real position: the next plan upserts tp
+        self.session.mark(tp)

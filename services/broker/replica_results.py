@@ -41,6 +41,7 @@ class FetchSpec:
     offset: int
     max_bytes: int
     leader_epoch: int = -1
+    log_start_offset: int = -1  # followers: their log start offset (-1: not sent)
 
 
 @dataclass
@@ -55,8 +56,8 @@ class FetchParams:
     def bounded(self) -> FetchParams:
         """The same request with every size and wait inside the broker's limits (``request_limits``)."""
         max_bytes = request_limits.fetch_max_bytes(self.max_bytes)
-        specs = [FetchSpec(s.tp, s.offset, request_limits.partition_max_bytes(s.max_bytes, max_bytes), s.leader_epoch)
-                 for s in self.specs]
+        specs = [FetchSpec(s.tp, s.offset, request_limits.partition_max_bytes(s.max_bytes, max_bytes), s.leader_epoch,
+                           s.log_start_offset) for s in self.specs]
         return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
                            request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs)
 

@@ -5,7 +5,8 @@
 - ISR expansion: a follower outside the ISR that fetches, has reached the high watermark and this leader
   epoch's start, and was caught up recently (Kafka's replica.lag.time.max.ms);
 - ISR shrink: an ISR follower that has not been caught up for replica.lag.time.max.ms;
-- leader-epoch truncation: where a follower cuts its log after asking the leader OffsetsForLeaderEpoch.
+- leader-epoch truncation: where a follower cuts its log after asking the leader OffsetsForLeaderEpoch;
+- the low watermark (DeleteRecords): the smallest log start offset over the leader and its live replicas.
 
 ``Partition`` and ``ReplicaFetcher`` apply them; unit tests drive them with a fake clock.
 """
@@ -13,7 +14,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 
@@ -32,10 +33,12 @@ class FollowerState:
     offset stays caught up at every fetch until the leader appends (``leader_appended`` freezes the time).
     Both ways give the same times as a fetch per partition would."""
 
-    __slots__ = ("log_end_offset", "_last_fetch_ms", "_last_caught_up_ms", "session", "caught_up")
+    __slots__ = ("log_end_offset", "log_start_offset", "_last_fetch_ms", "_last_caught_up_ms", "session", "caught_up")
 
-    def __init__(self, log_end_offset: int = -1, last_fetch_ms: int = 0, last_caught_up_ms: int = 0) -> None:
+    def __init__(self, log_end_offset: int = -1, last_fetch_ms: int = 0, last_caught_up_ms: int = 0,
+                 log_start_offset: int = -1) -> None:
         self.log_end_offset = log_end_offset
+        self.log_start_offset = log_start_offset  # as the follower's last fetch said (-1: not known yet)
         self._last_fetch_ms = last_fetch_ms
         self._last_caught_up_ms = last_caught_up_ms
         self.session: FetchClock | None = None
@@ -59,19 +62,24 @@ class FollowerState:
     def last_caught_up_ms(self, value: int) -> None:
         self._last_caught_up_ms = value
 
-    def fetched(self, now_ms: int, fetch_offset: int, leader_log_end_offset: int) -> None:
-        """A fetch outside any session."""
+    def fetched(self, now_ms: int, fetch_offset: int, leader_log_end_offset: int, log_start_offset: int = -1) -> None:
+        """A fetch outside any session (``log_start_offset`` -1: the fetch did not say it)."""
         self.detach()
         self.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            self.log_start_offset = log_start_offset
         self._last_fetch_ms = now_ms
         if fetch_offset >= leader_log_end_offset:
             self._last_caught_up_ms = now_ms
 
-    def attach(self, session: FetchClock, fetch_offset: int, leader_log_end_offset: int) -> None:
+    def attach(self, session: FetchClock, fetch_offset: int, leader_log_end_offset: int,
+               log_start_offset: int = -1) -> None:
         """The follower fetches at ``fetch_offset`` in ``session`` (called before the session's
         ``last_fetch_ms`` is set to this fetch's time)."""
         self.detach()
         self.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            self.log_start_offset = log_start_offset
         self.session = session
         self.caught_up = fetch_offset >= leader_log_end_offset
 
@@ -102,6 +110,21 @@ def high_watermark(broker_id: int, log_end_offset: int, log_start_offset: int, i
             st = followers.get(r)
             candidates.append(st.log_end_offset if st else -1)
     return max(min(candidates), log_start_offset)
+
+
+def low_watermark(broker_id: int, log_start_offset: int, replicas: Sequence[int],
+                  followers: Mapping[int, FollowerState], alive: Callable[[int], bool]) -> int:
+    """Kafka's low watermark of a partition led by ``broker_id`` (``Partition.lowWatermarkIfLeader``): the
+    smallest log start offset over the leader's own and every other assigned replica's whose broker is
+    alive (registered), in the ISR or not. A live replica not heard from since this leadership began
+    counts as -1 (unknown): DeleteRecords waits for it, as Kafka's does."""
+    low = log_start_offset
+    for r in replicas:
+        if r == broker_id or not alive(r):
+            continue
+        st = followers.get(r)
+        low = min(low, st.log_start_offset if st is not None else -1)
+    return low
 
 
 def isr_expansion_candidates(now_ms: int, isr: Sequence[int], followers: Mapping[int, FollowerState],

@@ -6,6 +6,7 @@ for them); bad input gets Kafka's codes. One cluster serves the whole module."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -337,6 +338,73 @@ def test_api_versions_claim_the_admin_apis(raw: KafkaWire) -> None:
         19: (2, 7), 20: (1, 6), 37: (0, 3), 32: (1, 4), 33: (0, 2), 44: (0, 1), 60: (0, 1), 48: (0, 1), 49: (0, 1),
         43: (0, 2), 35: (1, 4), 61: (0, 0)}
     assert served.get(21) == (0, 2)  # DeleteRecords
+
+
+def _produced_rf3(admin: AdminClient, bootstrap: str, prefix: str) -> str:
+    """A new topic of one partition on all three brokers, with 100 records written with acks=all."""
+    topic = unique(prefix)
+    result_of(admin.create_topics([NewTopic(topic, 1, 3)])[topic])
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(100):
+        p.produce(topic, value=b"r%d" % i)
+    assert p.flush(30) == 0
+    return topic
+
+
+def _delete_records(cluster: Cluster, broker: int, topic: str, offset: int, timeout_ms: int) -> tuple[int, int]:
+    """``(error_code, low_watermark)`` of a DeleteRecords v2 of ``topic``-0 sent to ``broker``."""
+    with KafkaWire(kafka_address(cluster, broker), timeout=timeout_ms / 1000 + 30) as conn:
+        r = conn.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+                                 "timeout": timeout_ms})
+    p = r.topics[0].partitions[0]
+    return int(p.error_code), int(p.low_watermark)
+
+
+def test_delete_records_answers_once_every_replica_moved(cluster: Cluster, bootstrap: str, admin: AdminClient) -> None:
+    """Kafka's DelayedDeleteRecords: the leader answers only once the low watermark (the smallest log start
+    offset over it and its live replicas) reached the offset, so at the answer the followers' logs start
+    there already; the low watermark answered is that smallest one."""
+    topic = _produced_rf3(admin, bootstrap, "delwait")
+    leader = int(rest_topic(cluster, topic)["partitions"][0]["leader"])
+    followers = [b for b in (1, 2, 3) if b != leader]
+    assert _delete_records(cluster, leader, topic, 60, 30_000) == (0, 60)
+    assert [_log_start(cluster, b, topic) for b in followers] == [60, 60]  # moved before the answer
+    assert _delete_records(cluster, leader, topic, 40, 30_000) == (0, 60)  # reached already: at once
+    assert _delete_records(cluster, leader, topic, -1, 30_000) == (0, 100)  # -1: the high watermark
+    assert [_log_start(cluster, b, topic) for b in followers] == [100, 100]
+
+
+def test_delete_records_times_out_while_a_live_follower_is_paused(cluster: Cluster, bootstrap: str,
+                                                                   admin: AdminClient) -> None:
+    """A follower paused with SIGSTOP is still registered (alive) until its session times out: it holds the
+    low watermark (Kafka counts every replica on a live broker, in the ISR or not: the unit tests show a
+    live replica out of the ISR), and DeleteRecords answers REQUEST_TIMED_OUT with the low watermark seen
+    right after the leader's own delete (0: the followers had not fetched since). Once the
+    paused broker's registration expired it no longer counts (Kafka: only live brokers' replicas) and
+    DeleteRecords completes without it; resumed, it takes the new log start offset."""
+    import os
+    import signal
+
+    topic = _produced_rf3(admin, bootstrap, "delpause")
+    leader = int(rest_topic(cluster, topic)["partitions"][0]["leader"])
+    paused = next(b for b in (1, 2, 3) if b != leader)
+    pid = cluster.proc("broker", paused).pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert _delete_records(cluster, leader, topic, 60, 1000) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+        assert time.monotonic() - started >= 0.9  # waited for the timeout
+        assert paused in [b["id"] for b in cluster.cluster_view()["brokers"]]  # alive all along
+        assert _log_start(cluster, leader, topic) == 60 and _log_start(cluster, paused, topic) == 0
+        wait_for(lambda: paused not in [b["id"] for b in cluster.cluster_view()["brokers"]], 30,
+                 what=f"broker {paused}'s registration expired")
+        assert _delete_records(cluster, leader, topic, 60, 30_000) == (0, 60)  # without the paused replica
+        assert _log_start(cluster, paused, topic) == 0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: _log_start(cluster, paused, topic) == 60, 60, what="the resumed follower's log start at 60")
+    wait_for(lambda: len(cluster.cluster_view()["brokers"]) == 3, 60, what="all brokers registered again")
+    wait_for(lambda: sorted(rest_topic(cluster, topic)["partitions"][0]["isr"]) == [1, 2, 3], 60, what="full ISR")
 
 
 def test_delete_records_moves_every_replica_and_survives_the_leader_killed(cluster: Cluster, bootstrap: str,

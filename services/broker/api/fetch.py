@@ -81,7 +81,8 @@ def _read_once(rm: ReplicaManager, params: FetchParams) -> tuple[dict[TopicParti
                            min(spec.max_bytes, params.max_bytes - total), for_consumer=consumer,
                            min_one=total == 0,
                            before_read=None if consumer else
-                           lambda part, o=spec.offset: part.update_follower(params.replica_id, o))
+                           lambda part, o=spec.offset, lso=spec.log_start_offset:
+                           part.update_follower(params.replica_id, o, lso))
         total += len(r.records)
         error = error or r.error != ErrorCode.NONE
         out[spec.tp] = r
