@@ -8,6 +8,11 @@ refuse, fail) all change this state; every read-modify-write happens here with `
 update can never be lost (a lost decrement of the in-flight count would mute a partition for good).
 
 No gRPC, no sockets, no clock: the producer decides what happened, this object keeps the books.
+
+The seam for transactions: the sender (``shared.client.sender``) and the retry policy know this object
+only through ``ProducerState``. A transaction manager (Kafka's ``TransactionManager``) will be a module of
+its own that keeps these books too (reusing ``IdempotenceState``) and adds the transaction's state; the
+producer hands it to the sender in place of ``IdempotenceState``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,39 @@ class SequencedBatch(Protocol):
 
 
 B = TypeVar("B", bound=SequencedBatch)
+
+
+class ProducerState(Protocol):
+    """What the sender and the retry policy ask of the producer's delivery state: the producer id and
+    epoch, each partition's sequence numbers and in-flight count. ``IdempotenceState`` is it today."""
+
+    producer_id: int
+    producer_epoch: int
+
+    @property
+    def reset_needed(self) -> bool: ...
+
+    def has_producer_id(self) -> bool: ...
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None: ...
+
+    def reset_producer_id(self) -> bool: ...
+
+    def muted(self, max_in_flight: int) -> set[TopicPartition]: ...
+
+    def sending(self, tp: TopicPartition) -> None: ...
+
+    def released(self, tp: TopicPartition) -> None: ...
+
+    def encode(self, batch: B, encode: Callable[[int, int, int], tuple[bytes, bytes]]) -> tuple[bytes, bytes]: ...
+
+    def is_next_expected(self, batch: SequencedBatch) -> bool: ...
+
+    def acknowledged(self, batch: SequencedBatch) -> None: ...
+
+    def completed(self, batch: SequencedBatch, unwritten: bool) -> None: ...
+
+    def first_refusal(self, tp: TopicPartition, code: ErrorCode) -> bool: ...
 
 
 class IdempotenceState:

@@ -6,7 +6,7 @@ so the sender fails it instead, whether its partition is muted or not."""
 
 from __future__ import annotations
 
-from shared.client.producer import RecordAccumulator
+from shared.client.accumulator import RecordAccumulator
 from shared.types import TopicPartition
 
 TP = TopicPartition("t", 0)
