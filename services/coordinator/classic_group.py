@@ -163,9 +163,12 @@ class ClassicGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    def check_commit(self, member_id: str, instance_id: str | None, generation_id: int) -> None:
+    def check_commit(self, member_id: str, instance_id: str | None, generation_id: int,
+                     transactional: bool = False) -> None:
         """Kafka's validateOffsetCommit: raises the refusal. Generation -1 without a member commits only
-        to an Empty group (admin tools, consumers outside group management)."""
+        to an Empty group (admin tools, consumers outside group management) -- or, ``transactional``
+        (TxnOffsetCommit, whose versions before KIP-447 carry no member), to any group; transactional
+        commits are not refused during a rebalance (Kafka does not enforce the state for them)."""
         if self.state == DEAD:
             raise fail(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {self.group_id} is being removed")
         if generation_id < 0 and self.state == EMPTY:
@@ -177,9 +180,9 @@ class ClassicGroup:
             if generation_id != self.generation:
                 raise fail(ErrorCode.ILLEGAL_GENERATION,
                            f"generation {generation_id}, group {self.group_id} is at {self.generation}")
-        elif self.state != EMPTY:
+        elif self.state != EMPTY and not transactional:
             raise fail(ErrorCode.UNKNOWN_MEMBER_ID, f"group {self.group_id!r} has members; commit as one of them")
-        if self.state == COMPLETING_REBALANCE:
+        if self.state == COMPLETING_REBALANCE and not transactional:
             raise fail(ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.group_id} is completing a rebalance")
 
     def next_deadline_ms(self) -> int | None:

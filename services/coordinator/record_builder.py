@@ -73,3 +73,10 @@ class RecordBuilder:
             key = self._offset_keys[(group_id, tp)] = r.encode_key(
                 r.RecordKey(r.OFFSET_COMMIT, group_id, topic=tp.topic, partition=tp.partition))
         return key, None if value is None else r.encode_offset(value)
+
+    def pending_offset(self, group_id: str, tp: TopicPartition, producer_id: int,
+                       value: r.PendingOffsetValue | None) -> Rec:
+        """A transaction's pending offset commit (Tidelog's record type, ``records.PENDING_TXN_OFFSET``)."""
+        key = r.encode_key(r.RecordKey(r.PENDING_TXN_OFFSET, group_id, topic=tp.topic, partition=tp.partition,
+                                       producer_id=producer_id))
+        return key, None if value is None else r.encode_pending_offset(value)

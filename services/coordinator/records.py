@@ -27,6 +27,19 @@ files define them:
                 PreviousMemberEpoch int32, State int8, AssignedPartitions [](TopicId, []int32),
                 PartitionsPendingRevocation [](TopicId, []int32)
 
+Tidelog's own record type (Kafka's types are below 100; Tidelog's start at 1000, so no Kafka
+version will reuse them; a reader that does not know a type skips the record -- ``decode_key``
+answers None -- as Kafka's loader skips unknown types):
+
+    type 1000 PendingTxnOffsetKey: group string, topic string, partition int32, producerId int64
+              PendingTxnOffsetValue v0 (non-flexible): producerEpoch int16, transactionalId string,
+                  offset int64, leaderEpoch int32, metadata string, commitTimestamp int64
+              A transaction's offset commit, not yet committed (TxnOffsetCommit). Kafka writes it as
+              an OffsetCommit record in a transactional batch and completes it by the transaction's
+              marker; Tidelog's coordinators are not brokers, so the transaction coordinator completes
+              it by CompleteTxnOffsets: committed, an OffsetCommit record (Kafka's layout) and this
+              record's tombstone are written; aborted, only the tombstone.
+
 Keys are never flexible: strings are int16 length + UTF-8. Flexible values use
 compact strings/arrays (unsigned varint of length + 1, 0 = null) and end every
 struct with a tagged-field section (we write none and skip any we read).
@@ -52,6 +65,8 @@ TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
 OFFSET_COMMIT_VALUE_VERSION = 3
+#: Tidelog's record types start here (see the module's docstring)
+PENDING_TXN_OFFSET = 1000
 
 
 
@@ -79,6 +94,7 @@ class RecordKey:
     member_id: str = ""  # member records
     topic: str = ""  # offset commits
     partition: int = -1
+    producer_id: int = -1  # pending transactional offset commits
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,15 @@ class OffsetValue:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class PendingOffsetValue:
+    """A transaction's offset commit awaiting the transaction's outcome (PendingTxnOffsetValue)."""
+
+    producer_epoch: int
+    transactional_id: str
+    offset: OffsetValue
 
 
 @dataclass(frozen=True)
@@ -209,6 +234,8 @@ def encode_key(k: RecordKey) -> bytes:
     head = struct.pack(">h", k.type)
     if k.type == OFFSET_COMMIT:
         return head + _str16(k.group_id) + _str16(k.topic) + struct.pack(">i", k.partition)
+    if k.type == PENDING_TXN_OFFSET:
+        return head + _str16(k.group_id) + _str16(k.topic) + struct.pack(">iq", k.partition, k.producer_id)
     if k.type in (GROUP_METADATA_CLASSIC, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
         return head + _str16(k.group_id)
     if k.type in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
@@ -222,6 +249,8 @@ def decode_key(data: bytes) -> RecordKey | None:
     t = r.int(">h")
     if t in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
         return RecordKey(OFFSET_COMMIT, r.str16(), topic=r.str16(), partition=r.int(">i"))
+    if t == PENDING_TXN_OFFSET:
+        return RecordKey(t, r.str16(), topic=r.str16(), partition=r.int(">i"), producer_id=r.int(">q"))
     if t in (GROUP_METADATA_CLASSIC, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA):
         return RecordKey(t, r.str16())
     if t in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
@@ -258,6 +287,21 @@ def decode_offset(data: bytes) -> OffsetValue:
     except struct.error as exc:
         raise CorruptRecordError(f"OffsetCommitValue is truncated: {exc}") from exc
     return OffsetValue(offset, epoch, metadata, ts)
+
+
+def encode_pending_offset(v: PendingOffsetValue) -> bytes:
+    o = v.offset
+    return (struct.pack(">hh", 0, v.producer_epoch) + _str16(v.transactional_id)
+            + struct.pack(">qi", o.offset, o.leader_epoch) + _str16(o.metadata) + struct.pack(">q", o.commit_timestamp))
+
+
+def decode_pending_offset(data: bytes) -> PendingOffsetValue:
+    """PendingTxnOffsetValue v0 (a later version is read as v0: fields are only ever appended)."""
+    r = _Reader(data)
+    r.int(">h")
+    epoch, txn_id = r.int(">h"), r.str16()
+    offset, leader_epoch, metadata, ts = r.int(">q"), r.int(">i"), r.str16(), r.int(">q")
+    return PendingOffsetValue(epoch, txn_id, OffsetValue(offset, leader_epoch, metadata, ts))
 
 
 def encode_epoch(epoch: int) -> bytes:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from services.coordinator.api import CoordinatorApi
+from services.coordinator.api.complete_txn_offsets import complete_txn_offsets
 from services.coordinator.api.consumer_group_heartbeat import consumer_group_heartbeat
 from services.coordinator.api.delete_groups import delete_groups
 from services.coordinator.api.describe_groups import describe_groups
@@ -27,6 +28,7 @@ from services.coordinator.api.offset_commit import offset_commit, offset_commit_
 from services.coordinator.api.offset_delete import offset_delete
 from services.coordinator.api.offset_fetch import offset_fetch
 from services.coordinator.api.sync_group import sync_group
+from services.coordinator.api.txn_offset_commit import txn_offset_commit
 from shared.grpc_codecs import RewrittenHandlers
 from shared.proto import coordinator_pb2 as cpb
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
@@ -77,6 +79,14 @@ class GroupCoordinatorServicer(cpb_grpc.GroupCoordinatorServicer):
     async def DeleteGroups(self, request: cpb.DeleteGroupsRequest, context: Any,  # type: ignore[override]
                            ctx: RequestContext) -> cpb.DeleteGroupsResponse:
         return await delete_groups(self.api, ctx, request)
+
+    async def TxnOffsetCommit(self, request: cpb.TxnOffsetCommitRequest, context: Any,  # type: ignore[override]
+                              ctx: RequestContext) -> cpb.TxnOffsetCommitResponse:
+        return await txn_offset_commit(self.api, ctx, request)
+
+    async def CompleteTxnOffsets(self, request: cpb.CompleteTxnOffsetsRequest, context: Any,  # type: ignore[override]
+                                 ctx: RequestContext) -> cpb.CompleteTxnOffsetsResponse:
+        return await complete_txn_offsets(self.api, ctx, request)
 
     async def JoinGroup(self, request: cpb.JoinGroupRequest, context: Any,  # type: ignore[override]
                         ctx: RequestContext) -> cpb.JoinGroupResponse:

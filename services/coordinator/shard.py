@@ -16,7 +16,9 @@ log, and reverts to the last committed snapshot if the write fails):
   request sees the decided, not yet committed group state (as in Kafka), and read-only views
   (DescribeGroups, ListGroups) may show it a moment early;
 - offset records are replayed once committed (``apply_offsets``, in write order), so OffsetFetch
-  never returns an offset that is not durable (Kafka reads offsets at the committed snapshot);
+  never returns an offset that is not durable (Kafka reads offsets at the committed snapshot); so are
+  the records of transactions' pending offset commits (``pending_offsets.py``): a completion's
+  committed offsets and the tombstones of its pending records become visible together;
 - a classic group's GroupMetadata *value* is not replayed live: the classic state machine
   (``classic.py``) keeps state the record does not carry (the join and sync phases, parked
   requests), as Kafka's classic groups do (their records are appended without replay). On load
@@ -60,12 +62,15 @@ from services.coordinator.group import (
     fail,
 )
 from services.coordinator.membership import HeartbeatRequest, HeartbeatResult, Membership
+from services.coordinator.pending_offsets import PendingOffsets, TxnOffsetCommit
 from services.coordinator.record_builder import Rec, RecordBuilder, by_topic_name
 from shared.errors import ErrorCode
 from shared.types import TopicPartition
 
-#: The first two key bytes (the int16 record type) of offset commits, and of a classic group.
-_OFFSET_TYPES = (r.encode_key(r.RecordKey(r.OFFSET_COMMIT, "", topic="", partition=0))[:2], b"\x00\x00")
+#: The first two key bytes (the int16 record type) of offset commits (and pending transactional
+#: ones), replayed once committed; and of a classic group.
+_OFFSET_TYPES = (r.encode_key(r.RecordKey(r.OFFSET_COMMIT, "", topic="", partition=0))[:2], b"\x00\x00",
+                 r.PENDING_TXN_OFFSET.to_bytes(2, "big"))
 _CLASSIC_TYPE = cr.encode_key("")[:2]
 
 
@@ -88,6 +93,7 @@ class GroupShard:
         self.topic_ids: dict[str, str] = {}  # name -> id
         self.topic_names: dict[str, str] = {}  # id -> name
         self.builder = RecordBuilder(self.topic_ids)
+        self.pending = PendingOffsets(self.builder)
         self._decoded_keys: dict[bytes, r.RecordKey] = {}
         self.membership = Membership(config, self.topics, self.builder, new_member_id or (lambda: uuid.uuid4().hex))
         self.classic = ClassicGroups(config, new_uuid or (lambda: str(uuid.uuid4())))
@@ -221,6 +227,8 @@ class GroupShard:
             if (g is not None and g.members) or (cg is not None and not cg.is_empty()):
                 continue
             for tp, v in offs.items():
+                if self.pending.has_pending(group_id, tp):
+                    continue  # as Kafka: not expired while a transaction's commit of it is pending
                 since = v.commit_timestamp
                 if g is not None and g.empty_since_ms is not None:
                     since = g.empty_since_ms
@@ -230,6 +238,7 @@ class GroupShard:
                     recs.append(self.builder.offset(group_id, tp, None))
         for group_id, cg in list(self.classic.groups.items()):  # empty classic groups with nothing committed
             if (cg.state == EMPTY and not cg.pending_members and group_id not in self.offsets
+                    and group_id not in self.pending.by_group
                     and now_ms - (cg.state_since_ms if cg.state_since_ms is not None else now_ms)
                     >= self.config.offsets_retention_check_interval_ms):
                 tombstone = self.classic.tombstone(group_id)
@@ -238,16 +247,16 @@ class GroupShard:
         return recs
 
     def group_ids(self) -> list[str]:
-        return sorted(set(self.groups) | set(self.classic.groups) | set(self.offsets))
+        return sorted(set(self.groups) | set(self.classic.groups) | set(self.offsets) | self.pending.groups())
 
     def describe(self, group_id: str) -> ConsumerGroup | ClassicGroup | None:
-        """The group (a consumer or a classic one); a group with only committed offsets shows as an
-        empty consumer group."""
+        """The group (a consumer or a classic one); a group with only committed (or pending
+        transactional) offsets shows as an empty consumer group."""
         classic = self.classic.groups.get(group_id)
         if classic is not None:
             return classic
         g = self.groups.get(group_id)
-        if g is None and group_id in self.offsets:
+        if g is None and (group_id in self.offsets or group_id in self.pending.by_group):
             return ConsumerGroup(group_id)
         return g
 
@@ -257,20 +266,26 @@ class GroupShard:
             if not classic.is_empty():
                 raise fail(ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} is {classic.state} with "
                                                       f"{len(classic.members)} members")
-            recs = [self.builder.offset(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
+            recs = self._offset_tombstones(group_id)
             recs.append(self.classic.tombstone(group_id))
             self._replay_decided(recs)
             return recs
         g = self.groups.get(group_id)
-        if g is None and group_id not in self.offsets:
+        if g is None and group_id not in self.offsets and group_id not in self.pending.by_group:
             raise fail(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         if g is not None and g.members:
             raise fail(ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} has {len(g.members)} members")
-        recs = [self.builder.offset(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
+        recs = self._offset_tombstones(group_id)
         if g is not None:
             recs.extend(self.builder.group_tombstones(group_id))
         self._replay_decided(recs)
         return recs
+
+    def _offset_tombstones(self, group_id: str) -> list[Rec]:
+        """A deleted group's committed offsets and pending transactional commits (Kafka's
+        deleteAllOffsets deletes both; a transaction completing later finds nothing to commit)."""
+        return ([self.builder.offset(group_id, tp, None) for tp in sorted(self.offsets.get(group_id, {}))]
+                + self.pending.tombstones(group_id))
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -328,6 +343,75 @@ class GroupShard:
             if key[:2] in _OFFSET_TYPES:
                 self.replay(key, value)
 
+    # -- transactional offsets (KIP-447; see pending_offsets.py) -------------------------------------
+
+    def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                           member_id: str, instance_id: str | None, generation_id: int,
+                           commits: Iterable[TxnOffsetCommit], now_ms: int) -> tuple[dict[TopicPartition, int], list[Rec]]:
+        """TxnOffsetCommit: per-partition error codes and the pending records of the accepted commits.
+
+        KIP-447: the member must be the group's current one at its current generation (member epoch
+        for consumer groups), else ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID;
+        generation -1 without a member id is not checked (clients before KIP-447), as Kafka. A producer
+        epoch below one of the producer's pending commits here is a fenced producer:
+        INVALID_PRODUCER_EPOCH, as Kafka's log answers a transactional append of an older epoch."""
+        if not group_id:
+            raise fail(ErrorCode.INVALID_GROUP_ID, "group id is empty")
+        if producer_id < 0 or producer_epoch < 0:
+            raise fail(ErrorCode.INVALID_REQUEST, "a transactional offset commit needs a producer id and epoch")
+        self._check_txn_member(group_id, member_id, instance_id, generation_id)
+        known = self.pending.producer_epoch(producer_id)
+        if known is not None and producer_epoch < known:
+            raise fail(ErrorCode.INVALID_PRODUCER_EPOCH,
+                       f"producer {producer_id} epoch {producer_epoch} is older than its epoch {known}")
+        errors: dict[TopicPartition, int] = {}
+        recs: list[Rec] = []
+        for c in commits:
+            if len(c.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[c.tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            elif c.offset < 0:
+                errors[c.tp] = ErrorCode.INVALID_REQUEST
+            else:
+                errors[c.tp] = ErrorCode.NONE
+                recs.append(self.pending.commit(group_id, transactional_id, producer_id, producer_epoch, c, now_ms))
+        return errors, recs
+
+    def _check_txn_member(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> None:
+        classic = self.classic.groups.get(group_id)
+        if classic is not None:
+            classic.check_commit(member_id, instance_id, generation_id, transactional=True)
+            return
+        g = self.groups.get(group_id)
+        if generation_id < 0 and not member_id:
+            return  # Kafka's clients before KIP-447 send no member: not checked
+        if g is None:
+            if group_id in self.offsets or group_id in self.pending.by_group:
+                raise fail(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id!r} has no member {member_id!r}")
+            raise fail(ErrorCode.ILLEGAL_GENERATION, f"group {group_id!r} does not exist")
+        member = g.members.get(member_id)
+        if member is None:
+            raise fail(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group_id!r}")
+        if instance_id is not None and member.instance_id != instance_id:
+            raise fail(ErrorCode.FENCED_INSTANCE_ID,
+                       f"member {member_id!r} of group {group_id!r} is not instance {instance_id!r}")
+        if generation_id != member.epoch:
+            raise fail(ErrorCode.ILLEGAL_GENERATION,
+                       f"member epoch {generation_id}, member {member_id!r} is at {member.epoch}")
+
+    def complete_txn_offsets(self, producer_id: int, producer_epoch: int, committed: bool,
+                             transaction_version: int = 2, group_id: str | None = None) -> list[Rec]:
+        """The transaction coordinator's outcome of the producer's transaction (its markers' epoch):
+        the records that commit or drop its pending offsets here (of ``group_id``, or every group of
+        the partition). Idempotent: nothing pending for it (an unknown producer, a retry) gives no
+        records."""
+        return self.pending.complete(producer_id, producer_epoch, committed, transaction_version, self.offsets,
+                                     group_id)
+
+    def unstable(self, group_id: str, tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Of ``tps``, those with a transaction's commit pending (OffsetFetch with require_stable:
+        UNSTABLE_OFFSET_COMMIT, KIP-447)."""
+        return {tp for tp in tps if self.pending.has_pending(group_id, tp)}
+
     def fetch_offsets(self, group_id: str, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, r.OffsetValue | None]:
         offs = self.offsets.get(group_id, {})
         if tps is None:
@@ -336,7 +420,7 @@ class GroupShard:
 
     def delete_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, int], list[Rec]]:
         g, classic = self.groups.get(group_id), self.classic.groups.get(group_id)
-        if g is None and classic is None and group_id not in self.offsets:
+        if g is None and classic is None and group_id not in self.offsets and group_id not in self.pending.by_group:
             raise fail(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         subscribed: set[str] | None = g.subscribed_topics(self.topics) if g is not None and g.members else set()
         if classic is not None and not classic.is_empty():
@@ -350,6 +434,7 @@ class GroupShard:
             errors[tp] = ErrorCode.NONE
             if tp in self.offsets.get(group_id, {}):
                 recs.append(self.builder.offset(group_id, tp, None))
+            recs.extend(self.pending.tombstones(group_id, [tp]))  # as Kafka: pending commits go too
         return errors, recs
 
     @staticmethod
@@ -380,6 +465,10 @@ class GroupShard:
                 if len(self._decoded_keys) > 100_000:
                     self._decoded_keys.clear()
                 self._decoded_keys[key] = k
+        if k.type == r.PENDING_TXN_OFFSET:
+            self.pending.replay(k.group_id, TopicPartition(k.topic, k.partition), k.producer_id,
+                                None if value is None else r.decode_pending_offset(value))
+            return
         if k.type == r.OFFSET_COMMIT:
             tp = TopicPartition(k.topic, k.partition)
             if value is None:
@@ -460,7 +549,7 @@ class GroupShard:
                    for gid, offs in sorted(self.offsets.items())}
         classic = {gid: cr.group_record(g, {m.member_id: m.assignment for m in g.members.values()})
                    for gid, g in sorted(self.classic.groups.items())}
-        return {"groups": groups, "offsets": offsets, "classic": classic}
+        return {"groups": groups, "offsets": offsets, "classic": classic, "pending": self.pending.dump()}
 
     def loaded(self, now_ms: int) -> None:
         """After replay: every member gets a fresh session (as in Kafka), empty groups start their clock."""

@@ -132,26 +132,30 @@ class OffsetCommitBatchResponse(_message.Message):
     def __init__(self, responses: _Optional[_Iterable[_Union[OffsetCommitResponse, _Mapping]]] = ...) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
-    __slots__ = ("group_id", "partitions")
+    __slots__ = ("group_id", "partitions", "require_stable")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_STABLE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     partitions: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
-    def __init__(self, group_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ...) -> None: ...
+    require_stable: bool
+    def __init__(self, group_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., require_stable: _Optional[bool] = ...) -> None: ...
 
 class OffsetFetchPartition(_message.Message):
-    __slots__ = ("partition", "committed_offset", "committed_leader_epoch", "metadata", "commit_timestamp")
+    __slots__ = ("partition", "committed_offset", "committed_leader_epoch", "metadata", "commit_timestamp", "error_code")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     partition: int
     committed_offset: int
     committed_leader_epoch: int
     metadata: str
     commit_timestamp: int
-    def __init__(self, partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., commit_timestamp: _Optional[int] = ...) -> None: ...
+    error_code: int
+    def __init__(self, partition: _Optional[int] = ..., committed_offset: _Optional[int] = ..., committed_leader_epoch: _Optional[int] = ..., metadata: _Optional[str] = ..., commit_timestamp: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
 
 class OffsetFetchTopic(_message.Message):
     __slots__ = ("name", "partitions")
@@ -466,3 +470,61 @@ class LeaveGroupResponse(_message.Message):
     error_message: str
     members: _containers.RepeatedCompositeFieldContainer[LeaveGroupMemberResponse]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., members: _Optional[_Iterable[_Union[LeaveGroupMemberResponse, _Mapping]]] = ...) -> None: ...
+
+class TxnOffsetCommitRequest(_message.Message):
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "group_instance_id", "topics")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopic]
+    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ...) -> None: ...
+
+class TxnOffsetCommitResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    topics: _containers.RepeatedCompositeFieldContainer[TopicErrors]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TopicErrors, _Mapping]]] = ...) -> None: ...
+
+class CompleteTxnOffsetsRequest(_message.Message):
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed", "transaction_version", "group_id", "offsets_partition")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    transaction_version: int
+    group_id: str
+    offsets_partition: int
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., transaction_version: _Optional[int] = ..., group_id: _Optional[str] = ..., offsets_partition: _Optional[int] = ...) -> None: ...
+
+class CompleteTxnOffsetsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "completed")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    completed: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., completed: _Optional[int] = ...) -> None: ...

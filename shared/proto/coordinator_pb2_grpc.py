@@ -80,6 +80,16 @@ class GroupCoordinatorStub:
                 request_serializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.CompleteTxnOffsets = channel.unary_unary(
+                '/tidelog.v1.GroupCoordinator/CompleteTxnOffsets',
+                request_serializer=shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsResponse.FromString,
+                _registered_method=True)
         self.JoinGroup = channel.unary_unary(
                 '/tidelog.v1.GroupCoordinator/JoinGroup',
                 request_serializer=shared_dot_proto_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
@@ -149,7 +159,9 @@ class GroupCoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def OffsetFetch(self, request, context):
-        """Committed offsets (offset -1 when none); no partitions listed: all of the group's.
+        """Committed offsets (offset -1 when none); no partitions listed: all of the group's. With
+        require_stable (KIP-447), a partition with a transaction's offset commit pending answers
+        UNSTABLE_OFFSET_COMMIT (88, retriable) in its error_code instead of an offset.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,6 +190,35 @@ class GroupCoordinatorServicer:
 
     def DeleteGroups(self, request, context):
         """Deletes empty groups and their offsets: NON_EMPTY_GROUP (68), GROUP_ID_NOT_FOUND (69).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """-- transactions (KIP-447) --
+        Kafka's TxnOffsetCommit: offsets committed as part of the producer's transaction (the producer
+        added the group with TransactionCoordinator.AddOffsetsToTxn first). They stay pending -- not
+        returned by OffsetFetch -- until the transaction coordinator completes the transaction
+        (CompleteTxnOffsets); a newer commit of the same producer and partition replaces a pending one.
+        Answered once the pending records are committed (acks=all). The member must be the group's
+        current one: generation_id is the classic generation or the consumer group member epoch;
+        ILLEGAL_GENERATION (22), UNKNOWN_MEMBER_ID (25), FENCED_INSTANCE_ID (82) refuse a zombie;
+        generation_id -1 with no member_id is not checked (clients before KIP-447).
+        INVALID_PRODUCER_EPOCH (47) for an epoch older than the producer's pending commits';
+        OFFSET_METADATA_TOO_LARGE (12) per partition. A request-level error is also set on every partition.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteTxnOffsets(self, request, context):
+        """Internal: the transaction coordinator's outcome for the pending offset commits of a producer in
+        one __consumer_offsets partition (or one group), sent once its PrepareCommit/PrepareAbort is
+        durable, as Kafka's WriteTxnMarkers to that partition. Committed: the pending offsets become
+        the committed offsets; aborted: they are dropped. Answered once written. Idempotent: nothing
+        pending for the producer (unknown producer, a retry) answers NONE. NOT_COORDINATOR (16) /
+        COORDINATOR_LOAD_IN_PROGRESS (14): retry at the partition's current owner.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -273,6 +314,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'CompleteTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteTxnOffsets,
+                    request_deserializer=shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsResponse.SerializeToString,
             ),
             'JoinGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.JoinGroup,
@@ -538,6 +589,60 @@ class GroupCoordinator:
             '/tidelog.v1.GroupCoordinator/DeleteGroups',
             shared_dot_proto_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             shared_dot_proto_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/TxnOffsetCommit',
+            shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.GroupCoordinator/CompleteTxnOffsets',
+            shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsRequest.SerializeToString,
+            shared_dot_proto_dot_coordinator__pb2.CompleteTxnOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,10 +1,14 @@
-"""OffsetFetch: a group's committed offsets, of the partitions asked for or of all it has."""
+"""OffsetFetch: a group's committed offsets, of the partitions asked for or of all it has. With
+``require_stable`` (KIP-447), a partition with a transaction's commit pending answers
+UNSTABLE_OFFSET_COMMIT instead (the client retries until the transaction completes)."""
 
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import to_tps
 from services.coordinator.group import GroupError
+from services.coordinator.records import OffsetValue
+from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
 
@@ -16,11 +20,18 @@ async def offset_fetch(c: CoordinatorApi, ctx: RequestContext, request: cpb.Offs
         return cpb.OffsetFetchResponse(error_code=exc.code, error_message=str(exc))
     wanted = to_tps(request.partitions) if request.partitions else None
     by: dict[str, list[cpb.OffsetFetchPartition]] = {}
-    for tp, v in sorted(pr.shard.fetch_offsets(request.group_id, wanted).items()):
-        part = (cpb.OffsetFetchPartition(partition=tp.partition, committed_offset=-1, committed_leader_epoch=-1)
-                if v is None else
-                cpb.OffsetFetchPartition(partition=tp.partition, committed_offset=v.offset,
-                                         committed_leader_epoch=v.leader_epoch, metadata=v.metadata,
-                                         commit_timestamp=v.commit_timestamp))
-        by.setdefault(tp.topic, []).append(part)
+    offsets = pr.shard.fetch_offsets(request.group_id, wanted)
+    unstable = pr.shard.unstable(request.group_id, offsets) if request.require_stable else set()
+    for tp, v in sorted(offsets.items()):
+        by.setdefault(tp.topic, []).append(_partition(tp.partition, v, tp in unstable))
     return cpb.OffsetFetchResponse(topics=[cpb.OffsetFetchTopic(name=t, partitions=ps) for t, ps in sorted(by.items())])
+
+
+def _partition(partition: int, v: OffsetValue | None, unstable: bool) -> cpb.OffsetFetchPartition:
+    if unstable:
+        return cpb.OffsetFetchPartition(partition=partition, committed_offset=-1, committed_leader_epoch=-1,
+                                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+    if v is None:
+        return cpb.OffsetFetchPartition(partition=partition, committed_offset=-1, committed_leader_epoch=-1)
+    return cpb.OffsetFetchPartition(partition=partition, committed_offset=v.offset, committed_leader_epoch=v.leader_epoch,
+                                    metadata=v.metadata, commit_timestamp=v.commit_timestamp)
