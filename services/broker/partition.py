@@ -20,18 +20,22 @@ from collections.abc import Callable
 
 from services.broker import replication_rules as rules
 from services.broker.log import AppendInfo, FetchResult, PartitionLog
-from services.broker.log.producer_snapshot import delete_snapshots, restore_producer_state, take_snapshot
+from services.broker.log.partition_log import wall_clock_ms
+from services.broker.log.producer_snapshot import delete_snapshots, read_marker, restore_producer_state, take_snapshot
 from services.broker.log.validation import validate_produce
 from services.broker.replication_rules import FetchClock, FollowerState
 from shared.errors import (
-    CorruptRecordError,
     ErrorCode,
     FencedLeaderEpochError,
+    InvalidRecordError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     TidelogError,
 )
+from shared.records.builder import build_control_batch
+from shared.records.header import BatchHeader, iter_batches
+from shared.records.record import CONTROL_ABORT, CONTROL_COMMIT
 from shared.types import TopicPartition
 
 #: Whether a broker is alive (registered in the cluster metadata): only live replicas hold the low watermark.
@@ -120,7 +124,11 @@ class Partition:
         idempotent = [h for _, h in batches if h.producer_id >= 0]
         if idempotent:
             if len(batches) != 1:
-                raise CorruptRecordError("an idempotent produce must carry exactly one batch per partition")
+                raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
+            h = idempotent[0]
+            code, why = self.producers.txn.check_data(h.producer_id, h.producer_epoch, h.is_transactional)
+            if code:
+                raise TidelogError(f"{self.tp}: {why}", code=code)
             dup = self.producers.check(idempotent[0])
             if dup is not None:
                 # Already written: acknowledge again with the original offsets, write nothing.
@@ -140,12 +148,46 @@ class Partition:
         self._notify()
         return info
 
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """WriteTxnMarkers on the leader: end the producer's transaction here with a COMMIT or ABORT
+        control batch; returns the marker's offset. An abort is indexed in the segment's ``.txnindex``."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
+        code, why = self.producers.txn.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if code:
+            raise TidelogError(f"{self.tp}: {why}", code=code)
+        kind = CONTROL_COMMIT if commit else CONTROL_ABORT
+        batch = build_control_batch(kind, producer_id, producer_epoch, wall_clock_ms(), coordinator_epoch)
+        header = BatchHeader.parse(batch, 0)
+        info = self.log.append_validated(memoryview(batch), [(0, header)], self.leader_epoch)
+        for st in self.followers.values():
+            st.leader_appended()
+        self._track(info, {info.first_offset: (kind, coordinator_epoch)})
+        self._maybe_advance_hw()
+        self._notify()
+        return info.first_offset
+
     def append_as_follower(self, records: bytes) -> AppendInfo:
         info = self.log.append_as_follower(records)
-        for h, first, last in info.batches:
-            self.producers.update(h, first, last)
+        markers = {h.base_offset: read_marker(bytes(records[pos:pos + h.size]))
+                   for pos, h in iter_batches(records) if h.is_control} if any(
+            h.is_control for h, _, _ in info.batches) else {}
+        self._track(info, markers)
         self._notify()
         return info
+
+    def _track(self, info: AppendInfo, markers: dict[int, tuple[int, int] | None]) -> None:
+        """Producer and transaction state of appended batches; aborted transactions go to the index."""
+        for h, first, last in info.batches:
+            aborted = self.producers.update(h, first, last, markers.get(first) if h.is_control else None)
+            if aborted is not None:
+                self.log.add_aborted(aborted)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: read_committed consumers read below it (the least of the first open or not yet
+        replicated transaction's first offset and the high watermark)."""
+        return self.producers.txn.last_stable_offset(self.high_watermark)
 
     def follower_update_hw(self, leader_hw: int) -> None:
         new_hw = min(leader_hw, self.log_end_offset)
@@ -283,6 +325,7 @@ class Partition:
         if hw == self.high_watermark:
             return
         self.high_watermark = hw
+        self.producers.txn.on_high_watermark(hw)  # transactions whose marker is below it are stable
         if not self.is_leader:
             self.fail_waiters()  # only a leader acknowledges: a follower's HW says nothing about our appends
             return
@@ -337,11 +380,12 @@ class Partition:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, for_consumer: bool, min_one: bool = True) -> FetchResult:
+    def read(self, offset: int, max_bytes: int, *, for_consumer: bool, min_one: bool = True,
+             read_committed: bool = False) -> FetchResult:
         if for_consumer and not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
-        limit = self.high_watermark if for_consumer else None
-        if for_consumer and offset > self.high_watermark and offset <= self.log_end_offset:
+        limit = (self.last_stable_offset if read_committed else self.high_watermark) if for_consumer else None
+        if for_consumer and limit is not None and offset > limit and offset <= self.log_end_offset:
             # Between HW and LEO: not an error, just nothing visible yet.
             return FetchResult(b"", self.log.log_start_offset, self.log_end_offset)
         return self.log.read(offset, max_bytes, limit, min_one_batch=min_one)

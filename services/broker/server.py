@@ -23,6 +23,7 @@ from services.broker.api import init_producer_id as init_producer_id_api
 from services.broker.api import list_offsets as list_offsets_api
 from services.broker.api import metadata as metadata_api
 from services.broker.api import produce as produce_api
+from services.broker.api import write_txn_markers as write_txn_markers_api
 from services.broker.follower_sessions import StreamFetchSession, is_session_fetch
 from services.broker.pipeline import (
     NotAuthorized,
@@ -177,7 +178,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     offset = session.get(tp, offset)
                 specs.append(FetchSpec(tp, offset, p.partition_max_bytes or 1024 * 1024,
                                        p.current_leader_epoch if p.current_leader_epoch else -1))
-        call = fetch_api.FetchCall(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, specs)
+        call = fetch_api.FetchCall(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, specs,
+                                   request.isolation_level)
         results, throttle_ms = await fetch_api.fetch(self.api, ctx, call)
         if results is None:  # over quota: no data, at once
             return encode_fetch_response(correlation_id=request.correlation_id, topics=[],
@@ -240,7 +242,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                    for t in request.topics for p in t.partitions]
         resp = pb.ListOffsetsResponse()
         by_topic: dict[str, Any] = {}
-        for a in list_offsets_api.list_offsets(self.api, queries, request.replica_id):
+        for a in list_offsets_api.list_offsets(self.api, queries, request.replica_id, request.isolation_level):
             tr = by_topic.get(a.tp.topic)
             if tr is None:
                 tr = by_topic[a.tp.topic] = resp.topics.add(name=a.tp.topic)
@@ -267,6 +269,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
         a = await init_producer_id_api.init_producer_id(self.api, request.transactional_id or None)
         return pb.InitProducerIdResponse(error_code=a.error, producer_id=a.producer_id, producer_epoch=a.producer_epoch)
+
+    async def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest, context: Any) -> pb.WriteTxnMarkersResponse:
+        markers = [write_txn_markers_api.TxnMarker(m.producer_id, m.producer_epoch, m.committed, m.coordinator_epoch,
+                                                   [TopicPartition(t.name, p) for t in m.topics for p in t.partitions])
+                   for m in request.markers]
+        out = []
+        for answer in await write_txn_markers_api.write_txn_markers(self.api, markers):
+            by_topic: dict[str, list[pb.TxnMarkerPartitionResult]] = {}
+            for tp, r in answer.results.items():
+                by_topic.setdefault(tp.topic, []).append(pb.TxnMarkerPartitionResult(
+                    partition=tp.partition, error_code=r.error, error_message=r.message))
+            out.append(pb.WritableTxnMarkerResult(producer_id=answer.producer_id, topics=[
+                pb.TxnMarkerTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()]))
+        return pb.WriteTxnMarkersResponse(markers=out)
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         name = COORDINATOR_TOPICS.get(request.key_type)

@@ -30,6 +30,7 @@ class FetchCall:
     min_bytes: int
     max_bytes: int
     specs: list[FetchSpec]
+    isolation_level: int = 0  # 1: read_committed
 
 
 async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
@@ -40,7 +41,8 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
     if throttle_ms:
         return None, throttle_ms
     params = FetchParams(replica_id=call.replica_id, max_wait_ms=call.max_wait_ms, min_bytes=call.min_bytes,
-                         max_bytes=call.max_bytes or DEFAULT_MAX_BYTES, specs=call.specs)
+                         max_bytes=call.max_bytes or DEFAULT_MAX_BYTES, specs=call.specs,
+                         isolation_level=call.isolation_level)
     started = time.perf_counter()
     results = await read(b.rm, params)
     metrics = b.pipeline.metrics
@@ -79,7 +81,7 @@ def _read_once(rm: ReplicaManager, params: FetchParams) -> tuple[dict[TopicParti
         # Once the request's max_bytes is spent this reads nothing (min_one only for the first).
         r = read_partition(rm, spec.tp, spec.offset, spec.leader_epoch,
                            min(spec.max_bytes, params.max_bytes - total), for_consumer=consumer,
-                           min_one=total == 0,
+                           min_one=total == 0, read_committed=consumer and params.isolation_level == 1,
                            before_read=None if consumer else
                            lambda part, o=spec.offset, lso=spec.log_start_offset:
                            part.update_follower(params.replica_id, o, lso))

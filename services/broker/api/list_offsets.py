@@ -29,11 +29,15 @@ class OffsetAnswer:
     leader_epoch: int = -1
 
 
-def list_offsets(b: BrokerApi, queries: list[OffsetQuery], replica_id: int = -1) -> list[OffsetAnswer]:
+def list_offsets(b: BrokerApi, queries: list[OffsetQuery], replica_id: int = -1,
+                 isolation_level: int = 0) -> list[OffsetAnswer]:
+    """``isolation_level`` 1 (read_committed): latest is the last stable offset, and a timestamp's offset
+    counts only below it, as Kafka."""
     answers = []
     for q in queries:
         try:
-            offset, ts, epoch = list_offset(b.rm, q.tp, q.timestamp, replica_id, q.current_leader_epoch)
+            offset, ts, epoch = list_offset(b.rm, q.tp, q.timestamp, replica_id, q.current_leader_epoch,
+                                            isolation_level == 1)
             answers.append(OffsetAnswer(q.tp, offset=offset, timestamp=ts, leader_epoch=epoch))
         except TidelogError as exc:
             answers.append(OffsetAnswer(q.tp, exc.code, str(exc)))
@@ -41,24 +45,25 @@ def list_offsets(b: BrokerApi, queries: list[OffsetQuery], replica_id: int = -1)
 
 
 def list_offset(rm: ReplicaManager, tp: TopicPartition, timestamp: int, replica_id: int,
-                leader_epoch: int = -1) -> tuple[int, int, int]:
+                leader_epoch: int = -1, read_committed: bool = False) -> tuple[int, int, int]:
     """``(offset, timestamp, leader_epoch)`` on the leader; offset -1 when no record qualifies."""
     part = rm.leader_partition(tp)
     part.check_epoch(leader_epoch)
     for_consumer = replica_id < 0
+    visible = part.last_stable_offset if read_committed else part.high_watermark
     if timestamp == -2:
         return part.log.log_start_offset, -1, part.leader_epoch
     if timestamp == -1:
-        return (part.high_watermark if for_consumer else part.log_end_offset), -1, part.leader_epoch
+        return (visible if for_consumer else part.log_end_offset), -1, part.leader_epoch
     if timestamp == MAX_TIMESTAMP:
         found = offset_of_max_timestamp(part.log)
-        if found is None or (for_consumer and found[0] >= part.high_watermark):
+        if found is None or (for_consumer and found[0] >= visible):
             return -1, -1, part.leader_epoch
         return found[0], found[1], part.leader_epoch
     if timestamp < 0:
         raise TidelogError(f"timestamp {timestamp}: use -1 (latest), -2 (earliest), -3 (max timestamp) "
                            "or a time in ms", code=ErrorCode.INVALID_REQUEST)
     found = part.offset_for_timestamp(timestamp, for_consumer)
-    if found is None:
+    if found is None or (for_consumer and found[0] >= visible):
         return -1, -1, part.leader_epoch
     return found[0], found[1], part.leader_epoch

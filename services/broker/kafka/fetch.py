@@ -101,12 +101,12 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
             sessions.close(session_id)  # epoch -1 closes the session it names
         specs = [FetchSpec(tp, off, mb, ep) for tp, off, ep, mb in requested]
 
+    read_committed = int(getattr(body, "isolation_level", 0)) == 1
     call = fetch_api.FetchCall(-1, int(body.max_wait.total_seconds() * 1000), int(body.min_bytes),
-                               int(getattr(body, "max_bytes", 0)), specs)
+                               int(getattr(body, "max_bytes", 0)), specs, 1 if read_committed else 0)
     results, throttle_ms = await fetch_api.fetch(apis.broker, ctx, call)
     if results is None:  # over quota: no data, at once
         return {"error_code": 0, "session_id": session.session_id if session else 0, "responses": []}, throttle_ms
-    read_committed = int(getattr(body, "isolation_level", 0)) == 1
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, r in results.items():
         if session is not None and epoch != 0:
@@ -126,8 +126,8 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
 
 
 def _partition(partition: int, r: FetchPartitionResult, read_committed: bool) -> dict[str, Any]:
-    # No transactions yet: the last stable offset is the high watermark and nothing is aborted.
+    aborted = ([{"producer_id": pid, "first_offset": first} for pid, first in r.aborted or ()]
+               if read_committed else None)
     return {"partition_index": partition, "error_code": int(r.error), "high_watermark": r.high_watermark,
-            "last_stable_offset": r.high_watermark, "log_start_offset": r.log_start_offset,
-            "aborted_transactions": [] if read_committed else None, "preferred_read_replica": -1,
-            "records": r.records}
+            "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
+            "aborted_transactions": aborted, "preferred_read_replica": -1, "records": r.records}

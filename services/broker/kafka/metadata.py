@@ -123,14 +123,15 @@ async def _missing_topic(apis: KafkaApis, name: str, allow_create: bool) -> Erro
 
 
 async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
-    # read_committed (isolation_level 1): the last stable offset is the high watermark until transactions exist
+    # read_committed (isolation_level 1): latest is the last stable offset.
     # -4 (earliest local, v8+: KIP-405) is the log start offset: every segment is local here.
     queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, int(p.partition_index)),
                                             EARLIEST if int(p.timestamp) == EARLIEST_LOCAL else int(p.timestamp),
                                             int(getattr(p, "current_leader_epoch", -1)))
                for t in req.body.topics for p in t.partitions]
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for a in list_offsets_api.list_offsets(apis.broker, queries):
+    for a in list_offsets_api.list_offsets(apis.broker, queries,
+                                           isolation_level=int(getattr(req.body, "isolation_level", 0))):
         by_topic.setdefault(a.tp.topic, []).append({
             "partition_index": a.tp.partition, "error_code": int(a.error), "timestamp": a.timestamp,
             "offset": a.offset, "leader_epoch": a.leader_epoch})
