@@ -73,6 +73,8 @@ def _check_service_environment() -> None:
 @click.option("--coordinators", default=1, show_default=True, type=click.IntRange(0, 9))
 @click.option("--cleaners", default=2, show_default=True, type=click.IntRange(0, 32))
 @click.option("--quotas", default=1, show_default=True, type=click.IntRange(0, 9))
+@click.option("--consoles", default=1, show_default=True, type=click.IntRange(0, 1),
+              help="web consoles (0: none); its URL is printed and written under `console` in cluster.json")
 @click.option("--cluster", default="tidelog", show_default=True, envvar="TIDELOG_CLUSTER", show_envvar=True,
               callback=_check_cluster_name, help="cluster name (etcd key prefix), passed on to every service")
 @click.option("--session-timeout-ms", default=6000, show_default=True, type=click.IntRange(1000, 600_000),
@@ -84,7 +86,7 @@ def _check_service_environment() -> None:
                                                  "every service's /metrics, and print its URL")
 def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators: int, cleaners: int,
        quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float,
-       monitoring: bool = False) -> None:
+       monitoring: bool = False, consoles: int = 1) -> None:
     """Start etcd and every Tidelog service on 127.0.0.1.
 
     The services also read any other TIDELOG_* variable of this environment (e.g. TIDELOG_LOG_LEVEL);
@@ -92,7 +94,7 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
     """
     _check_service_environment()
     spec = ClusterSpec(data_dir, controllers, brokers, coordinators, cleaners, quotas, cluster,
-                       session_timeout_ms, list(racks), monitoring=monitoring)
+                       session_timeout_ms, list(racks), monitoring=monitoring, consoles=consoles)
     lc = LocalCluster(spec, detach=detach)
     console = Console(stderr=True)
     try:
@@ -102,6 +104,8 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
         raise click.ClickException(str(exc)) from None
     if info.get("prometheus"):
         click.echo(f"Prometheus {info['prometheus']} (scraping every service every {SCRAPE_INTERVAL_S} s)")
+    if info.get("console"):
+        click.echo(f"Web console {info['console']}")
     if detach:
         click.echo(f"cluster healthy in {info['startup_s']:.1f}s; REST {info['rest']}; "
                    f"Kafka bootstrap {info.get('kafka_bootstrap') or '-'}; "

@@ -39,6 +39,7 @@ ROLE_MODULES: dict[str, str] = {
     "coordinator": "services.coordinator",
     "cleaner": "services.cleaner",
     "quota": "services.quota",
+    "console": "services.console",  # started after the others (it needs their addresses): see start_console
 }
 
 
@@ -59,6 +60,7 @@ class ClusterSpec:
     racks: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     monitoring: bool = False  # also run a local Prometheus scraping every /metrics (shared.monitoring)
+    consoles: int = 0  # web consoles (services/console); `tidelog up` starts one by default
 
     def counts(self) -> dict[str, int]:
         return {
@@ -214,6 +216,24 @@ class LocalCluster:
             os.unlink(ready)
         return self._spawn(role, str(ident), self.service_argv(role, ident, port))
 
+    def start_console(self, ident: int, http_port: int = 0) -> Proc:
+        """Start a web console: a client of the controllers' REST API and the brokers' gRPC API (no etcd)."""
+        ready = os.path.join(self.run_dir, f"console-{ident}.json")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(ready)
+        rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
+        brokers = [p.address for p in self.procs if p.role == "broker" and p.address]
+        argv = [
+            sys.executable, "-m", ROLE_MODULES["console"],
+            "--id", str(ident),
+            "--port", "0",
+            "--http-port", str(http_port),
+            "--rest", ",".join(rest),
+            "--bootstrap-servers", ",".join(brokers),
+            "--ready-file", ready,
+        ]
+        return self._spawn("console", str(ident), argv)
+
     def wait_ready(self, procs: Iterable[Proc], timeout: float) -> None:
         pending = list(procs)
         deadline = time.monotonic() + timeout
@@ -251,6 +271,8 @@ class LocalCluster:
                 for i in range(1, self.spec.counts()[role] + 1)
             ]
             self.wait_ready(started, timeout - (time.monotonic() - t0))
+            consoles = [self.start_console(i) for i in range(1, self.spec.consoles + 1)]
+            self.wait_ready(consoles, timeout - (time.monotonic() - t0))
             if self.spec.monitoring:
                 self._start_prometheus(timeout - (time.monotonic() - t0))
         except BaseException:
@@ -285,7 +307,9 @@ class LocalCluster:
         rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
         prometheus = [p.info["url"] for p in self.procs if p.role == "prometheus" and "url" in p.info]
         kafka = [p.info["kafka"] for p in self.procs if p.role == "broker" and p.info.get("kafka")]
+        consoles = [p.info["url"] for p in self.procs if p.role == "console" and "url" in p.info]
         return {
+            "console": consoles[0] if consoles else None,
             "kafka_bootstrap": ",".join(kafka),
             "prometheus": prometheus[0] if prometheus else None,
             "cluster": self.spec.cluster,

@@ -148,7 +148,7 @@ def test_killing_a_foreground_launcher_stops_everything_it_started(tmp_path) -> 
         with open(cluster_file) as f:
             procs = json.load(f)["processes"]
         pids = [p["pid"] for p in procs]
-        assert {p["role"] for p in procs} == {"etcd", "controller", "broker"}
+        assert {p["role"] for p in procs} == {"etcd", "controller", "broker", "console"}
         os.kill(launcher.pid, signal.SIGKILL)
         launcher.wait(10)
         wait_for(lambda: not any(pid_alive(pid) for pid in pids), 30, what="every child to stop")
@@ -158,7 +158,7 @@ def test_killing_a_foreground_launcher_stops_everything_it_started(tmp_path) -> 
             assert "lifeline closed" in log_text and '"msg":"stopped"' in log_text
         r = subprocess.run([sys.executable, "-m", "shared.cli.main", "status", "--data-dir", data],
                            capture_output=True, text=True, timeout=60, cwd=REPO)
-        assert r.returncode == 0 and f"(pid {launcher.pid}) is gone; 0 of 3 processes still run" in r.stdout, r.stdout
+        assert r.returncode == 0 and f"(pid {launcher.pid}) is gone; 0 of 4 processes still run" in r.stdout, r.stdout
     finally:
         launcher.kill()
         for pid in pids:

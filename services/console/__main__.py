@@ -1,0 +1,3 @@
+from services.console.main import main
+
+main()

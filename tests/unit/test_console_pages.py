@@ -1,0 +1,209 @@
+"""The console's page logic without a cluster: the message browser's paging over a fake log (one
+partition and all, forward, back, from the end, with a filter), the messages query string, the forms'
+parsing (configs, offset resets, quotas, produced records), the lag sparkline, and the console's boundary
+(it imports nothing that reaches etcd or another service's internals)."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+from services.console.browse import Query, browse, parse_timestamp
+from services.console.display import encode_cursor
+from services.console.groups import LagWatch, reset_body, sparkline
+from services.console.logs import ReadResult
+from services.console.messages import record_to_send
+from services.console.quotas import alteration, entity_label
+from services.console.topics import parse_configs
+from shared.records.record import Record
+from shared.types import TopicPartition
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class FakeLog:
+    """Partitions of records whose value is ``p<partition>-<offset>``, timestamps interleaving partitions."""
+
+    def __init__(self, sizes: dict[int, tuple[int, int]]) -> None:
+        self.sizes = sizes  # partition -> (log start, log end)
+
+    def bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return {p: self.sizes[p] for p in partitions}
+
+    def offsets_for_time(self, topic: str, partitions: list[int], ts: int) -> dict[int, int]:
+        return {p: (ts // 10 if ts // 10 < self.sizes[p][1] else -1) for p in partitions}
+
+    def read(self, tp: TopicPartition, start: int, end: int, limit: int, keep=None, budget_s: float = 1) -> ReadResult:
+        got, scanned = [], 0
+        for off in range(start, end):
+            scanned += 1
+            rec = Record(off, off * 10 + tp.partition, None, f"p{tp.partition}-{off}".encode(), ())
+            if keep is None or keep(rec):
+                got.append(rec)
+                if len(got) == limit:
+                    return ReadResult(got, off + 1, scanned, off + 1 < end)
+        return ReadResult(got, end, scanned, False)
+
+
+def offsets(page: dict) -> list[tuple[int, int]]:
+    return [(p, r.offset) for p, r in page["records"]]
+
+
+def test_one_partition_forward_and_back() -> None:
+    log = FakeLog({0: (5, 305)})
+    first = browse(log, "t", [0], Query(0, "start"))
+    assert offsets(first)[0] == (0, 5) and len(first["records"]) == 100 and first["prev"] is None
+    assert first["next"] == {0: 105}
+    second = browse(log, "t", [0], Query(0, "start", cursor=first["next"]))
+    assert offsets(second)[0] == (0, 105) and second["prev"] == {0: 5}
+    last = browse(log, "t", [0], Query(0, "start", cursor={0: 205}))
+    assert offsets(last)[-1] == (0, 304) and last["next"] is None
+
+
+def test_from_the_end_shows_the_last_page() -> None:
+    page = browse(FakeLog({0: (0, 1000)}), "t", [0], Query(0, "end"))
+    assert offsets(page)[0] == (0, 900) and offsets(page)[-1] == (0, 999)
+    assert page["next"] is None and page["prev"] == {0: 800}
+
+
+def test_deep_offset_reads_only_the_page() -> None:
+    page = browse(FakeLog({0: (0, 10**9)}), "t", [0], Query(0, "offset", offset=500_000_000))
+    assert offsets(page)[0] == (0, 500_000_000) and len(page["records"]) == 100 and page["scanned"] == 100
+
+
+def test_all_partitions_merge_by_timestamp_and_continue_where_each_stopped() -> None:
+    log = FakeLog({0: (0, 150), 1: (0, 150), 2: (0, 10)})
+    page = browse(log, "t", [0, 1, 2], Query(None, "start"))
+    stamps = [r.timestamp for _, r in page["records"]]
+    assert stamps == sorted(stamps) and len(stamps) == 100
+    shown = {(p, r.offset) for p, r in page["records"]}
+    nxt = browse(log, "t", [0, 1, 2], Query(None, "start", cursor=page["next"]))
+    assert not shown & {(p, r.offset) for p, r in nxt["records"]}  # nothing twice
+    # walking every page reaches every record exactly once
+    seen, cursor = set(), None
+    for _ in range(10):
+        pg = browse(log, "t", [0, 1, 2], Query(None, "start", cursor=cursor))
+        batch = {(p, r.offset) for p, r in pg["records"]}
+        assert not seen & batch
+        seen |= batch
+        if pg["next"] is None:
+            break
+        cursor = pg["next"]
+    assert len(seen) == 310
+
+
+def test_filter_scans_past_non_matching_records() -> None:
+    page = browse(FakeLog({0: (0, 5000)}), "t", [0], Query(0, "start", filter="p0-4321"))
+    assert offsets(page) == [(0, 4321)] and page["scanned"] == 5000 and page["next"] is None
+
+
+def test_timestamp_mode_starts_at_the_broker_answer() -> None:
+    page = browse(FakeLog({0: (0, 500)}), "t", [0], Query(0, "timestamp", timestamp=2000))
+    assert offsets(page)[0] == (0, 200)
+    past_the_end = browse(FakeLog({0: (0, 500)}), "t", [0], Query(0, "timestamp", timestamp=99_999))
+    assert past_the_end["records"] == []
+
+
+def test_query_parse_and_params_round_trip() -> None:
+    q = Query.parse({"partition": "2", "mode": "offset", "offset": "40", "filter": "x", "format": "hex",
+                     "cursor": encode_cursor({2: 41})})
+    assert (q.partition, q.mode, q.offset, q.filter, q.format, q.cursor) == (2, "offset", 40, "x", "hex", {2: 41})
+    assert "partition=2" in q.params() and "cursor=9" in q.params(cursor="9")
+    assert Query.parse({}).partition is None and Query.parse({}).mode == "end"
+    for bad in ({"mode": "sideways"}, {"format": "xml"}, {"mode": "offset"}, {"mode": "timestamp"},
+                {"partition": "-1"}, {"offset": "ten"}, {"cursor": "nonsense"}):
+        with pytest.raises(ValueError):
+            Query.parse(bad)
+
+
+def test_parse_timestamp() -> None:
+    assert parse_timestamp("1700000000000") == 1_700_000_000_000
+    assert parse_timestamp("2023-11-14T22:13:20Z") == 1_700_000_000_000
+    assert parse_timestamp("2023-11-14T22:13:20") == 1_700_000_000_000  # UTC unless it says
+    assert parse_timestamp("2023-11-14T23:13:20+01:00") == 1_700_000_000_000
+    assert parse_timestamp("") is None
+    with pytest.raises(ValueError):
+        parse_timestamp("yesterday")
+
+
+def test_record_to_send_from_a_form_and_from_json() -> None:
+    assert record_to_send({"key": "", "value": "v", "headers": "a: 1", "partition": ""}) == (
+        None, b"v", [("a", b"1")], None)
+    assert record_to_send({"key": "k", "null_value": "1", "partition": "3"}) == (b"k", None, [], 3)
+    assert record_to_send({"value": "v", "headers": {"h": "x"}, "partition": 0}) == (None, b"v", [("h", b"x")], 0)
+    with pytest.raises(ValueError):
+        record_to_send({"partition": "first"})
+
+
+def test_parse_configs() -> None:
+    assert parse_configs("retention.ms=1000\n\n cleanup.policy = compact ") == {
+        "retention.ms": "1000", "cleanup.policy": "compact"}
+    with pytest.raises(ValueError):
+        parse_configs("retention.ms")
+
+
+def test_reset_body() -> None:
+    assert reset_body({"topic": "t", "to": "earliest"}) == {"topic": "t", "to": "earliest", "execute": False}
+    assert reset_body({"topic": "t", "to": "offset", "value": "7", "partitions": "0, 2", "execute": "1"}) == {
+        "topic": "t", "to": "offset", "value": 7, "partitions": [0, 2], "execute": True}
+    assert reset_body({"topic": "t", "to": "timestamp", "value": "2023-11-14T22:13:20Z"})["value"] == 1_700_000_000_000
+    for bad in ({"to": "sideways"}, {"to": "offset", "value": "x"}, {"to": "timestamp", "value": "yesterday"}):
+        with pytest.raises(ValueError):
+            reset_body(bad)
+
+
+def test_quota_alteration() -> None:
+    assert alteration({"client-id-set": "1", "client-id": "app", "key": "producer_byte_rate", "value": "1024"}) == {
+        "entity": {"client-id": "app"}, "ops": [{"key": "producer_byte_rate", "value": 1024.0}]}
+    assert alteration({"user-set": "1", "user": "", "key": "request_percentage", "remove": "1"}) == {
+        "entity": {"user": None}, "ops": [{"key": "request_percentage", "remove": True}]}
+    for bad in ({"key": "producer_byte_rate", "value": "1"}, {"user-set": "1", "user": "a", "value": "lots"}):
+        with pytest.raises(ValueError):
+            alteration(bad)
+    assert entity_label({"user": None, "client-id": "app"}) == "user=<default>, client-id=app"
+
+
+def test_sparkline() -> None:
+    assert sparkline([(0, 5)]) == ""
+    points = sparkline([(0, 0), (1, 10), (2, 5)]).split()
+    assert points[0] == "0.0,39.0" and points[1] == "120.0,1.0" and points[2].startswith("240.0,")
+
+
+def test_lag_watch_keeps_samples_of_watched_groups_only() -> None:
+    w = LagWatch(keep=3, watch_s=100)
+    desc = {"partitions": [{"topic": "t", "partition": 0, "lag": 5}, {"topic": "t", "partition": 1, "lag": None}]}
+    w.look("g", 0)
+    for at in range(5):
+        w.record("g", at, desc)
+    assert w.totals("g") == [(2, 5), (3, 5), (4, 5)] and w.of_partition("g", "t-0")[-1] == (4, 5)
+    assert w.of_partition("g", "t-1") == []
+    assert w.watched(50) == ["g"] and w.watched(101) == [] and w.totals("g") == []
+
+
+def _imports(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_console_reaches_the_cluster_only_through_public_apis() -> None:
+    root = os.path.join(REPO, "services", "console")
+    forbidden = ("aetcd", "etcd3", "shared.metadata", "shared.service", "services.controller", "services.broker",
+                 "services.coordinator", "services.quota", "services.cleaner", "shared.proto.coordinator_pb2",
+                 "shared.proto.quota_pb2", "shared.proto.replication_pb2")
+    bad = []
+    for name in sorted(os.listdir(root)):
+        if name.endswith(".py"):
+            for module in _imports(os.path.join(root, name)):
+                if any(module == f or module.startswith(f + ".") for f in forbidden):
+                    bad.append(f"{name} imports {module}")
+    # shared.service: only its two small helpers (ready file, lifeline), which touch no etcd
+    assert bad == ["main.py imports shared.service"]
