@@ -1,9 +1,9 @@
 """The coordinator process: consumer groups (KIP-848), classic groups and offsets in ``__consumer_offsets``,
-and the partitions of ``__transaction_state``.
+and transactions in ``__transaction_state``.
 
 Registers under its lease, shares the partitions of both topics with the other instances
 (``runtime.py``, one ``PartitionKind`` per topic) and serves the GroupCoordinator gRPC service
-(``servicer.py``).
+(``servicer.py``) and the TransactionCoordinator one (``txn_servicer.py``, ``txn_service.py``).
 Stores nothing on its own disk: everything is in the topic, written through the brokers.
 """
 
@@ -20,9 +20,13 @@ from services.coordinator.api import CoordinatorApi
 from services.coordinator.classic_service import ClassicGroupService
 from services.coordinator.config import GroupConfig
 from services.coordinator.metrics import LagMonitor, coordinator_metrics
-from services.coordinator.partition_kind import TRANSACTIONS, LatestValueShard, groups_kind, transactions_kind
+from services.coordinator.partition_kind import TRANSACTIONS, groups_kind
 from services.coordinator.runtime import CoordinatorRuntime
 from services.coordinator.servicer import GroupCoordinatorServicer, add_to_server
+from services.coordinator.txn.config import TxnConfig
+from services.coordinator.txn_service import TxnService
+from services.coordinator.txn_servicer import TransactionCoordinatorServicer
+from services.coordinator.txn_servicer import add_to_server as add_txn_to_server
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
@@ -51,6 +55,14 @@ class CoordinatorSettings(ServiceSettings):
         return self
     metrics_lag_interval_ms: int = Field(2000, ge=100, le=600_000,
                                          description="how often consumer lag is computed for /metrics")
+    transaction_max_timeout_ms: int = Field(15 * 60_000, ge=1, le=2**31 - 1,
+                                            description="transaction.max.timeout.ms")
+    transactional_id_expiration_ms: int = Field(7 * 24 * 3600_000, ge=1, le=2**31 - 1,
+                                                description="transactional.id.expiration.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10_000, ge=1, le=2**31 - 1, description="transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600_000, ge=1, le=2**31 - 1, description="transaction.remove.expired.transaction.cleanup.interval.ms")
 
 
 class Coordinator(RegisteredService[CoordinatorSettings]):
@@ -70,10 +82,16 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             classic_initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
             classic_max_size=s.group_max_size,
         )
-        # __transaction_state's shard: a stand-in keeping the latest record per key until the
-        # transaction state machine (services/coordinator/txn) is plugged in here.
-        kinds = [groups_kind(self.group_config), transactions_kind(LatestValueShard)]
+        self.txn_config = TxnConfig(
+            max_timeout_ms=s.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=s.transactional_id_expiration_ms,
+            abort_timed_out_interval_ms=s.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            remove_expired_interval_ms=s.transaction_remove_expired_transaction_cleanup_interval_ms,
+        )
+        self.txn = TxnService(self.store, self.txn_config)
+        kinds = [groups_kind(self.group_config), self.txn.kind()]
         self.runtime = CoordinatorRuntime(self.store, self.instance, "", self.group_config, kinds=kinds)
+        self.txn.attach(self.runtime)
         self.classic = ClassicGroupService(self.runtime)
         self._classic_task: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
@@ -86,6 +104,7 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
             api.metrics = coordinator_metrics(lambda: self.runtime.partitions)
         # Every method enters through the request context and the authorization hook (shared/request_context).
         add_to_server(GroupCoordinatorServicer(api), server)
+        add_txn_to_server(TransactionCoordinatorServicer(self.txn), server)
         self._metrics = api.metrics
 
     def _broker_stub(self, address: str) -> pb_grpc.BrokerStub:
@@ -98,6 +117,7 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
         self.runtime.address = self.address
         reg = await self.store.register(self.store.keys.service(self.role, self.instance), self.registration_value(),
                                         self.settings.session_timeout_s, on_lost=self.runtime.lease_lost)
+        await self.txn.start()
         await self.runtime.start(reg)
         self._classic_task = asyncio.ensure_future(self.classic.run_timers())
         if self._metrics is not None:
@@ -112,6 +132,7 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await self.runtime.stop()
+        await self.txn.stop()
         for ch in self._channels.values():
             await ch.close()
 

@@ -1,0 +1,54 @@
+"""AddPartitionsToTxn: the partitions a transaction writes to (transactions V1 clients), or, with
+``verify_only``, whether each is already in the open transaction (a partition leader verifying a
+transactional produce, KIP-890 part 1: TRANSACTION_ABORTABLE for one that is not).
+
+As Kafka: partitions of topics that do not exist are UNKNOWN_TOPIC_OR_PARTITION and then the others
+OPERATION_NOT_ATTEMPTED; a request-level error (NOT_COORDINATOR, ...) is also set on every partition."""
+
+from __future__ import annotations
+
+from services.coordinator.group import GroupError
+from services.coordinator.txn_service import TxnService
+from shared.errors import ErrorCode
+from shared.proto import transactions_pb2 as tpb
+from shared.request_context import RequestContext
+from shared.types import TopicPartition
+
+
+async def txn_add_partitions(t: TxnService, ctx: RequestContext,
+                             request: tpb.AddPartitionsToTxnRequest) -> tpb.AddPartitionsToTxnResponse:
+    parts = [TopicPartition(topic.name, p) for topic in request.topics for p in topic.partitions]
+    txn_id = request.transactional_id
+    if not txn_id:
+        return _all(parts, ErrorCode.INVALID_REQUEST, "transactional_id is required")
+    try:
+        pr = t.runtime.txn_runtime_for(txn_id)
+        if request.verify_only:
+            return _answer(pr.shard.verify_partitions(txn_id, request.producer_id, request.producer_epoch, parts))
+        topics = t.runtime.view.topics
+        unknown = {tp for tp in parts if tp.partition < 0 or tp.partition >= topics.get(tp.topic, ("", 0))[1]}
+        if unknown:
+            return _answer({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                            else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts})
+        version = max(1, request.client_transaction_version)
+        d = pr.shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(), version)
+        await t.apply(pr, d)
+    except GroupError as exc:
+        return _all(parts, exc.code, str(exc))
+    response = _answer({tp: d.error for tp in parts})
+    response.error_message = d.message
+    return response
+
+
+def _all(parts: list[TopicPartition], code: ErrorCode, message: str) -> tpb.AddPartitionsToTxnResponse:
+    response = _answer({tp: code for tp in parts})
+    response.error_code, response.error_message = code, message
+    return response
+
+
+def _answer(codes: dict[TopicPartition, ErrorCode]) -> tpb.AddPartitionsToTxnResponse:
+    by_topic: dict[str, list[tpb.TxnPartitionResult]] = {}
+    for tp, code in codes.items():
+        by_topic.setdefault(tp.topic, []).append(tpb.TxnPartitionResult(partition=tp.partition, error_code=code))
+    return tpb.AddPartitionsToTxnResponse(results=[tpb.TxnTopicResult(name=name, partitions=ps)
+                                                   for name, ps in by_topic.items()])

@@ -1,0 +1,436 @@
+"""The transaction coordinator service (issue 22): ``TxnShard`` (``services/coordinator/txn``) on the
+``__transaction_state`` partitions the runtime owns, with the I/O the pure core leaves out.
+
+Per decision (``apply``): ``begin`` (the id is busy), append its records through the partition's fenced,
+``acks=all`` writer, ``replay`` them, answer; a decision with a ``MarkerPlan`` (PrepareCommit,
+PrepareAbort) then has its markers written in the background (``finish``): one
+``Broker.WriteTxnMarkers`` per partition leader, carrying the coordinator epoch (the producer epoch this
+instance bumped in etcd when it took the ``__transaction_state`` partition over, so a deposed owner's
+markers are refused by the brokers as TRANSACTION_COORDINATOR_FENCED), retried per partition until
+written; the transaction's ``__consumer_offsets`` partition (AddOffsetsToTxn) is completed through the
+group coordinator instead (``complete_txn_offsets``). Then ``complete`` is decided and applied. EndTxn
+is answered once PrepareX is durable, as Kafka; meanwhile the shard answers other requests for that id
+CONCURRENT_TRANSACTIONS. A partition loaded by a new owner finishes every prepared transaction
+(``resume``, the kind's ``on_loaded``).
+
+Timers: timed-out transactions are aborted every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (``TxnShard.expire_timed_out``) and
+expired ids deleted every ``transaction.remove.expired.transaction.cleanup.interval.ms``
+(``TxnShard.expire_ids``).
+
+Producer ids come from blocks reserved in etcd, on the counter the brokers' idempotent producers use
+(``ProducerIdAllocator``): the shard decides synchronously, so a block is kept at hand and the next one
+reserved ahead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from services.coordinator.group import fail
+from services.coordinator.partition_kind import TRANSACTIONS, PartitionKind, transactions_kind
+from services.coordinator.record_builder import Rec
+from services.coordinator.txn.config import TxnConfig
+from services.coordinator.txn.decisions import Decision, MarkerPlan
+from services.coordinator.txn.shard import TxnShard
+from shared.errors import ErrorCode
+from shared.metadata.store import MetadataStore
+from shared.metadata.types import PartitionState
+from shared.offsets_topic import OFFSETS_TOPIC
+from shared.proto import coordinator_pb2 as cpb
+from shared.proto import coordinator_pb2_grpc as cpb_grpc
+from shared.proto import tidelog_pb2 as pb
+from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+#: producer ids reserved in etcd at a time (as the brokers' InitProducerId)
+PRODUCER_ID_BLOCK = 1000
+#: a marker (or offsets completion) round that did not finish every partition is retried after this
+#: long, doubling up to MARKER_RETRY_MAX_S
+MARKER_RETRY_S = 0.05
+MARKER_RETRY_MAX_S = 1.0
+MARKER_TIMEOUT_S = 35.0  # the broker waits up to 30 s for the ISR
+#: marker answers after which a partition needs no marker from us: written; the partition is gone
+#: (Kafka drops deleted partitions); a newer producer epoch already ended the transaction there
+MARKER_DONE = frozenset({E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.INVALID_PRODUCER_EPOCH})
+#: answers that mean the partition's leader moved: look it up again
+LEADER_MOVED = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.LEADER_NOT_AVAILABLE, E.FENCED_LEADER_EPOCH,
+                          E.UNKNOWN_LEADER_EPOCH})
+#: leader id meaning "no such partition in etcd"
+NO_PARTITION = -2
+
+
+class ProducerIdAllocator:
+    """A sync source of producer ids for ``TxnShard``, fed by blocks of ``block_size`` reserved atomically
+    in etcd (``MetadataStore.allocate_block`` on ``Keys.producer_ids``, the brokers' counter too, so ids
+    are unique cluster-wide). One block is in use and the next one is reserved ahead; when both are
+    empty (etcd slow or down) a call raises COORDINATOR_LOAD_IN_PROGRESS, which clients retry. Request
+    handlers that may allocate ``await ready()`` first, so that is rare."""
+
+    def __init__(self, store: MetadataStore, block_size: int = PRODUCER_ID_BLOCK) -> None:
+        self.store = store
+        self.block_size = block_size
+        self._next = self._end = 0  # the block in use: [next, end)
+        self._ahead: tuple[int, int] | None = None
+        self._fetching: asyncio.Task[None] | None = None
+
+    def __call__(self) -> int:
+        if self._next >= self._end:
+            if self._ahead is None:
+                self.prefetch()
+                raise fail(E.COORDINATOR_LOAD_IN_PROGRESS, "no producer ids at hand: a block is being reserved")
+            self._next, self._end = self._ahead
+            self._ahead = None
+        pid = self._next
+        self._next += 1
+        if self._ahead is None:
+            self.prefetch()
+        return pid
+
+    @property
+    def available(self) -> int:
+        ahead = self._ahead[1] - self._ahead[0] if self._ahead is not None else 0
+        return self._end - self._next + ahead
+
+    def prefetch(self) -> None:
+        if self._fetching is None or self._fetching.done():
+            self._fetching = asyncio.ensure_future(self._fill())
+
+    async def ready(self, timeout_s: float = 5.0) -> None:
+        """Wait (up to ``timeout_s``) until an id is at hand."""
+        if self.available:
+            return
+        self.prefetch()
+        assert self._fetching is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._fetching), timeout_s)
+
+    async def _fill(self) -> None:
+        while self._ahead is None:
+            try:
+                first = await self.store.allocate_block(self.store.keys.producer_ids(), self.block_size)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("producer id block reservation failed", extra={"error": str(exc)})
+                await asyncio.sleep(1.0)
+                continue
+            if self._next >= self._end:
+                self._next, self._end = first, first + self.block_size
+            else:
+                self._ahead = (first, first + self.block_size)
+
+    async def close(self) -> None:
+        if self._fetching is not None:
+            self._fetching.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._fetching
+
+
+class TxnPartitionShard(TxnShard):
+    """``TxnShard`` as the runtime's ``CoordinatorShard``: the service drives its timers itself."""
+
+    def loaded(self, now_ms: int) -> None:
+        pass
+
+    def expire(self, now_ms: int) -> list[Rec]:
+        return []
+
+
+class MarkerSender:
+    """Writes transaction markers to the leaders of user partitions. Leaders are read from etcd
+    (``/partitions/<topic>/<p>``; the coordinator's view follows internal topics only), cached, and
+    read again for a partition whose broker said it no longer leads it."""
+
+    def __init__(self, store: MetadataStore, brokers: Callable[[], dict[int, str]]) -> None:
+        self.store = store
+        self.brokers = brokers
+        self.leaders: dict[TopicPartition, int] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    async def leader_of(self, tp: TopicPartition, refresh: bool = False) -> int:
+        if refresh or tp not in self.leaders:
+            got = await self.store.get(self.store.keys.partition(tp.topic, tp.partition))
+            self.leaders[tp] = PartitionState.from_json(got[0]).leader if got is not None else NO_PARTITION
+        return self.leaders[tp]
+
+    def stub(self, address: str) -> pb_grpc.BrokerStub:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+        return pb_grpc.BrokerStub(ch)
+
+    async def send(self, plan: MarkerPlan, partitions: set[TopicPartition], coordinator_epoch: int,
+                   refresh: set[TopicPartition] = frozenset()) -> dict[TopicPartition, ErrorCode]:  # type: ignore[assignment]
+        """One round: a WriteTxnMarkers to each leader of ``partitions`` at once; the answer per partition
+        (a leader that is unknown, offline or unreachable answers LEADER_NOT_AVAILABLE /
+        NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT, which the caller retries)."""
+        out: dict[TopicPartition, ErrorCode] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in sorted(partitions):
+            leader = await self.leader_of(tp, tp in refresh)
+            if leader == NO_PARTITION:
+                out[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif leader < 0 or leader not in self.brokers():
+                out[tp] = E.LEADER_NOT_AVAILABLE
+            else:
+                by_leader.setdefault(leader, []).append(tp)
+        answers = await asyncio.gather(*(self._send_to(self.brokers()[b], plan, tps, coordinator_epoch)
+                                         for b, tps in by_leader.items()))
+        for a in answers:
+            out.update(a)
+        return out
+
+    async def _send_to(self, address: str, plan: MarkerPlan, tps: list[TopicPartition],
+                       coordinator_epoch: int) -> dict[TopicPartition, ErrorCode]:
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        req = pb.WriteTxnMarkersRequest(markers=[pb.WritableTxnMarker(
+            producer_id=plan.producer_id, producer_epoch=plan.producer_epoch, committed=plan.commit,
+            coordinator_epoch=coordinator_epoch,
+            topics=[pb.WritableTxnMarkerTopic(name=t, partitions=ps) for t, ps in topics.items()])])
+        try:
+            resp = await self.stub(address).WriteTxnMarkers(req, timeout=MARKER_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            code = E.NOT_LEADER_OR_FOLLOWER if exc.code() == grpc.StatusCode.UNAVAILABLE else E.REQUEST_TIMED_OUT
+            return {tp: code for tp in tps}
+        out = {tp: E.REQUEST_TIMED_OUT for tp in tps}  # a partition the answer leaves out is retried
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition)
+                    if tp in out:
+                        out[tp] = _code(p.error_code)
+        return out
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return E.UNKNOWN_SERVER_ERROR
+
+
+class TxnService:
+    """The transaction coordinator: what its API modules (``api/txn_*.py``) share. Build it before the
+    runtime (``kind()`` goes into the runtime's kinds), then ``attach`` the runtime, ``start``."""
+
+    def __init__(self, store: MetadataStore, config: TxnConfig | None = None,
+                 allocator: Callable[[], int] | None = None) -> None:
+        self.store = store
+        self.config = config or TxnConfig()
+        self.ids = ProducerIdAllocator(store)
+        self.allocate: Callable[[], int] = allocator or self.ids
+        self.runtime: Any = None  # CoordinatorRuntime, once attached
+        self.markers: MarkerSender | None = None
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: (id of the PartitionRuntime, transactional id) whose markers are being written
+        self._finishing: set[tuple[int, str]] = set()
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def new_shard(self, partition: int) -> TxnPartitionShard:
+        return TxnPartitionShard(partition, self.config, self.allocate)
+
+    def kind(self) -> PartitionKind:
+        return transactions_kind(self.new_shard, on_loaded=self.resume)
+
+    def attach(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.markers = MarkerSender(self.store, lambda: runtime.view.brokers)
+
+    async def start(self) -> None:
+        self.ids.prefetch()
+        self._spawn(self._every(lambda: self.config.abort_timed_out_interval_ms, self.abort_timed_out))
+        self._spawn(self._every(lambda: self.config.remove_expired_interval_ms, self.remove_expired))
+
+    async def stop(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await self.ids.close()
+        if self.markers is not None:
+            await self.markers.close()
+        for ch in self._channels.values():
+            await ch.close()
+
+    def now_ms(self) -> int:
+        return int(self.runtime.now_ms())
+
+    def _spawn(self, aw: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(aw)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- deciding and applying ---------------------------------------------------------------------
+
+    async def apply(self, pr: Any, d: Decision) -> Decision:
+        """Write ``d``'s records (fenced, acks=all), replay them, then start its markers. Raises the
+        write's error (NOT_COORDINATOR once the partition is lost) after freeing the id."""
+        if not d.records:
+            return d
+        pr.shard.begin(d)
+        try:
+            await self.runtime.write(pr, list(d.records))
+        except BaseException:
+            pr.shard.abandon(d.transactional_id)
+            raise
+        for key, value in d.records:
+            pr.shard.replay(key, value)
+        if d.markers is not None:
+            self.start_markers(pr, d.markers)
+        return d
+
+    def serving(self, pr: Any) -> bool:
+        """Is ``pr`` still this instance's loaded partition (not unloaded, fenced or replaced)?"""
+        return bool(pr.loaded) and self.runtime.owned[TRANSACTIONS].get(pr.partition) is pr
+
+    async def resume(self, pr: Any) -> None:
+        """A partition was loaded: finish every transaction the log leaves prepared."""
+        plans = pr.shard.unfinished()
+        if plans:
+            log.info("resuming prepared transactions",
+                     extra={"partition": pr.partition, "transactions": [p.transactional_id for p in plans]})
+        for plan in plans:
+            self.start_markers(pr, plan)
+
+    def start_markers(self, pr: Any, plan: MarkerPlan) -> None:
+        key = (id(pr), plan.transactional_id)
+        if key in self._finishing:
+            return
+        self._finishing.add(key)
+        task = self._spawn(self.finish(pr, plan))
+        task.add_done_callback(lambda _t: self._finishing.discard(key))
+
+    async def finish(self, pr: Any, plan: MarkerPlan) -> bool:
+        """Write ``plan``'s markers, then its completion. False if the partition was lost meanwhile (its
+        next owner finishes the transaction) or the plan is stale."""
+        where = {"transactional_id": plan.transactional_id, "producer_id": plan.producer_id,
+                 "producer_epoch": plan.producer_epoch, "committed": plan.commit}
+        todo = {tp for tp in plan.partitions if tp.topic != OFFSETS_TOPIC}
+        offsets = {tp for tp in plan.partitions if tp.topic == OFFSETS_TOPIC}
+        refresh: set[TopicPartition] = set()
+        delay = MARKER_RETRY_S
+        assert self.markers is not None
+        while True:
+            if not self.serving(pr):
+                log.info("transaction markers left to the partition's next owner", extra=where)
+                return False
+            coordinator_epoch = pr.writer.producer_epoch
+            if todo:
+                try:
+                    answers = await self.markers.send(plan, todo, coordinator_epoch, refresh)
+                except Exception as exc:  # etcd unreachable while looking a leader up
+                    log.info("transaction markers not sent", extra={**where, "error": str(exc)})
+                    answers = {}
+                refresh = set()
+                for tp, code in answers.items():
+                    if code in MARKER_DONE:
+                        if code != E.NONE:
+                            log.warning("transaction marker dropped", extra={**where, "tp": str(tp), "error": code.name})
+                        todo.discard(tp)
+                    elif code == E.TRANSACTION_COORDINATOR_FENCED:
+                        log.warning("transaction markers fenced: a newer coordinator owns the partition", extra=where)
+                        return False
+                    elif code in LEADER_MOVED:
+                        refresh.add(tp)
+            for tp in sorted(offsets):
+                if await self.complete_txn_offsets(pr, plan, tp.partition) == E.NONE:
+                    offsets.discard(tp)
+            if not todo and not offsets:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MARKER_RETRY_MAX_S)
+        if not self.serving(pr):
+            return False
+        d = pr.shard.complete(plan, self.now_ms())
+        if not d.records:
+            log.warning("transaction completion refused", extra={**where, "error": d.error.name, "reason": d.message})
+            return False
+        try:
+            await self.apply(pr, d)
+        except Exception as exc:  # the partition is lost: its next owner loads PrepareX and finishes it
+            log.info("transaction completion not written", extra={**where, "error": str(exc)})
+            return False
+        return True
+
+    async def complete_txn_offsets(self, pr: Any, plan: MarkerPlan, offsets_partition: int) -> ErrorCode:
+        """The hook for the transaction's ``__consumer_offsets`` partition (AddOffsetsToTxn): Tidelog's
+        stand-in for a marker there is the group coordinator's CompleteTxnOffsets, sent to the owner of
+        that partition (maybe this process). NONE once done; anything else is retried."""
+        owner = self.runtime.view.owners_of(OFFSETS_TOPIC).get(offsets_partition) or {}
+        address = owner.get("address")
+        if not address:
+            return E.COORDINATOR_NOT_AVAILABLE
+        m = pr.shard.txns.get(plan.transactional_id)
+        version = m.client_version if m is not None else 0
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+        req = cpb.CompleteTxnOffsetsRequest(
+            transactional_id=plan.transactional_id, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch,
+            committed=plan.commit, transaction_version=version, offsets_partition=offsets_partition)
+        try:
+            resp = await cpb_grpc.GroupCoordinatorStub(ch).CompleteTxnOffsets(req, timeout=MARKER_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            log.info("CompleteTxnOffsets failed", extra={"partition": offsets_partition, "error": str(exc.code())})
+            return E.COORDINATOR_NOT_AVAILABLE
+        return _code(resp.error_code)
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    async def _every(self, interval_ms: Callable[[], int], work: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms() / 1000)
+            try:
+                await work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction timer failed")
+
+    def loaded_partitions(self) -> list[Any]:
+        if self.runtime is None:
+            return []
+        return [pr for pr in list(self.runtime.owned[TRANSACTIONS].values()) if pr.loaded]
+
+    async def abort_timed_out(self) -> int:
+        """Abort (and fence) every transaction open past its timeout; returns how many were started."""
+        n = 0
+        for pr in self.loaded_partitions():
+            for d in pr.shard.expire_timed_out(self.now_ms()):
+                log.info("aborting a timed-out transaction", extra={"transactional_id": d.transactional_id,
+                                                                     "producer_id": d.producer_id})
+                self._spawn(self._apply_quietly(pr, d))
+                n += 1
+        return n
+
+    async def remove_expired(self) -> int:
+        n = 0
+        for pr in self.loaded_partitions():
+            for d in pr.shard.expire_ids(self.now_ms()):
+                self._spawn(self._apply_quietly(pr, d))
+                n += 1
+        return n
+
+    async def _apply_quietly(self, pr: Any, d: Decision) -> None:
+        with contextlib.suppress(Exception):
+            await self.apply(pr, d)
