@@ -27,6 +27,7 @@ from services.broker.quota_client import QuotaReporter
 from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
 from services.broker.server import BrokerServicer, add_broker_servicer
+from services.broker.txn_verify import TxnVerifier
 from shared.coordinator_lookup import request_internal_topic
 from shared.proto import tidelog_pb2 as pb
 from shared.quota.decision import ProvisionalQuotas
@@ -73,6 +74,9 @@ class BrokerSettings(ServiceSettings):
                                          description="connections.max.idle.ms: idle Kafka connections are closed")
     quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
                                                                        "older than two windows are dropped (fail open)")
+    transaction_partition_verification_enable: bool = Field(
+        True, description="transaction.partition.verification.enable (KIP-890): a transaction's first batch on a "
+                          "partition is appended only once its transaction coordinator confirms the partition")
 
 
 class Broker(Service[BrokerSettings]):
@@ -117,6 +121,9 @@ class Broker(Service[BrokerSettings]):
         self.api = servicer.api
         self.api.txn_coordinator_owners = lambda: self.txn_coordinator_owners
         self.api.request_internal_topic = self._request_internal_topic
+        if self.settings.transaction_partition_verification_enable:
+            self.replicas.transaction_verification = True
+            self.api.txn_verifier = TxnVerifier(self.replicas, lambda: self.txn_coordinator_owners)
         s = self.settings
         self.api.configs = {"auto.create.topics.enable": s.auto_create_topics_enable,
                             "num.partitions": s.num_partitions,

@@ -55,6 +55,9 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.min_insync_replicas = 1
+        #: transaction.partition.verification.enable (KIP-890): a transaction's first batch here needs the
+        #: coordinator's word that the partition is in it (``TxnState.verified``)
+        self.verify_transactions = False
         self.followers: dict[int, FollowerState] = {}
         # From the broker's high-watermark checkpoint (``log.hw_checkpoint``), written by the replica manager.
         self.high_watermark = min(high_watermark, log.log_end_offset)
@@ -126,9 +129,13 @@ class Partition:
             if len(batches) != 1:
                 raise InvalidRecordError("an idempotent produce must carry exactly one batch per partition")
             h = idempotent[0]
-            code, why = self.producers.txn.check_data(h.producer_id, h.producer_epoch, h.is_transactional)
+            txn = self.producers.txn
+            code, why = txn.check_data(h.producer_id, h.producer_epoch, h.is_transactional)
             if code:
                 raise TidelogError(f"{self.tp}: {why}", code=code)
+            if h.is_transactional and self.verify_transactions and not txn.may_open(h.producer_id, h.producer_epoch):
+                raise TidelogError(f"{self.tp} is not verified to be in producer {h.producer_id}'s transaction "
+                                   f"(epoch {h.producer_epoch})", code=ErrorCode.INVALID_TXN_STATE)
             dup = self.producers.check(idempotent[0])
             if dup is not None:
                 # Already written: acknowledge again with the original offsets, write nothing.

@@ -64,6 +64,8 @@ class ReplicaManager:
         self._next_shrink_check = 0.0
         self._any_changed = asyncio.Event()  # replaced on every change: wakes fetches over many partitions
         self.fetch_sessions: set[LeaderSession] = set()  # followers' fetch sessions: told which partitions change
+        #: transaction.partition.verification.enable, for every partition opened here
+        self.transaction_verification = False
 
     # -- metadata ---------------------------------------------------------------------------------
 
@@ -189,6 +191,7 @@ class ReplicaManager:
     def _open(self, tp: TopicPartition, topic_id: str, config: LogConfig) -> Partition:
         plog, hw = self.log_dir.open_log(tp, topic_id, config, self.clock)
         part = Partition(tp, plog, self.broker_id, self.clock, hw)
+        part.verify_transactions = self.transaction_verification
         log.info("partition opened", extra={"tp": str(tp), "log_end_offset": plog.log_end_offset,
                                             "recovered_bytes": plog.recovered_bytes})
         return part

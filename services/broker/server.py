@@ -88,14 +88,29 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- produce ------------------------------------------------------------------------------------
 
-    def _append(self, request: ProduceRequestView, ctx: RequestContext) -> PendingProduce:
-        """The synchronous part of a produce: append, count the usage, read the throttle."""
+    def _append(self, request: ProduceRequestView, ctx: RequestContext,
+                refused: dict[TopicPartition, ProduceResult] | None = None) -> PendingProduce:
+        """The synchronous part of a produce: append, count the usage, read the throttle. ``refused``:
+        partitions the transaction coordinator did not confirm (``_verify``), answered without an append."""
         data = [
             (TopicPartition(t.name, p.partition), p.records)
             for t in request.topics
             for p in t.partitions
         ]
-        return request, produce_api.append(self.api, ctx, produce_api.ProduceCall(request.acks, request.timeout_ms, data))
+        if refused:
+            data = [d for d in data if d[0] not in refused]
+        pending = produce_api.append(self.api, ctx, produce_api.ProduceCall(request.acks, request.timeout_ms, data))
+        if refused:
+            pending.results.update(refused)
+        return request, pending
+
+    async def _verify(self, request: ProduceRequestView) -> dict[TopicPartition, ProduceResult] | None:
+        """KIP-890: a transaction's first batch on a partition waits for the coordinator's word."""
+        verifier = self.api.txn_verifier
+        if not request.transactional_id or verifier is None:
+            return None
+        data = [(TopicPartition(t.name, p.partition), p.records) for t in request.topics for p in t.partitions]
+        return await verifier.verify(request.transactional_id, request.transaction_version, data)
 
     async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
         request, p = pending
@@ -125,7 +140,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         request = await _well_formed(request, context)
         ctx = await _context(self.pipeline, "Produce", request.client_id, context.peer(), context)
         await self.pipeline.hold_peer(ctx)
-        pending = self._append(request, ctx)
+        refused = await self._verify(request) if request.transactional_id else None
+        pending = self._append(request, ctx, refused)
         self.pipeline.set_peer_hold(ctx, pending[1].throttle_ms)
         return await self._respond(pending)
 
@@ -150,7 +166,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             ctx = await _context(self.pipeline, "Produce", request.client_id, peer, context)
             if hold_until:
                 await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
-            pending = self._append(request, ctx)
+            refused = await self._verify(request) if request.transactional_id else None
+            pending = self._append(request, ctx, refused)
             throttle_ms = pending[1].throttle_ms
             hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
             return pending

@@ -54,6 +54,7 @@ class _Producer:
 
 class TxnState:
     def __init__(self) -> None:
+        self._verified: dict[int, int] = {}  # producer -> epoch the transaction coordinator confirmed (KIP-890)
         self._producers: dict[int, _Producer] = {}
         self._open: list[tuple[int, int]] = []  # (first_offset, producer_id), sorted
         self._unreplicated: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
@@ -91,6 +92,17 @@ class TxnState:
         p = self._producers.get(producer_id)
         return p is not None and p.open_first_offset >= 0
 
+    def verified(self, producer_id: int, epoch: int) -> None:
+        """KIP-890 part 1: the transaction coordinator confirmed this partition is in the producer's
+        transaction at ``epoch``. A marker for the producer (its transaction ended) clears it, so a batch
+        verified before a concurrent abort is not appended after it (Kafka's verification guard)."""
+        self._verified[producer_id] = epoch
+
+    def may_open(self, producer_id: int, epoch: int) -> bool:
+        """May a transactional batch of this producer be appended where verification is required? Inside
+        its open transaction, or once verified at this epoch."""
+        return self.in_transaction(producer_id) or self._verified.get(producer_id) == epoch
+
     # -- state changes (leader after append, follower, recovery: in log order) ------------------------
 
     def on_data(self, producer_id: int, epoch: int, first_offset: int, transactional: bool) -> None:
@@ -111,6 +123,7 @@ class TxnState:
         p = self._producers.setdefault(producer_id, _Producer())
         p.epoch = max(p.epoch, epoch)
         p.coordinator_epoch = max(p.coordinator_epoch, coordinator_epoch)
+        self._verified.pop(producer_id, None)
         first = p.open_first_offset
         if first < 0:
             return CompletedTxn(producer_id, offset, offset, not commit), None

@@ -76,11 +76,12 @@ class ProduceRequestView:
     """A ``ProduceRequest`` read in place: the same attributes as the generated message, and the
     record batches left in the received bytes (the broker validates and writes them from there)."""
 
-    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id")
+    __slots__ = ("acks", "timeout_ms", "topics", "client_id", "transactional_id", "correlation_id",
+                 "transaction_version")
 
     def __init__(self, data: bytes) -> None:
         buf = memoryview(data)
-        self.acks = self.timeout_ms = self.correlation_id = 0
+        self.acks = self.timeout_ms = self.correlation_id = self.transaction_version = 0
         self.client_id = self.transactional_id = ""
         self.topics: list[ProduceTopicView] = []
         for field, value in fields(buf, 0, len(buf)):
@@ -97,6 +98,8 @@ class ProduceRequestView:
                 self.timeout_ms = signed(value)
             elif field == 6:
                 self.correlation_id = signed(value)
+            elif field == 7:
+                self.transaction_version = signed(value)
 
 
 def parse_produce_request(data: bytes) -> ProduceRequestView:

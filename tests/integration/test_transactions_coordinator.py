@@ -129,12 +129,16 @@ class TxnClient:
         address = {int(p.id): p.address for p in self.c.procs("broker")}[leader]
         return pb_grpc.BrokerStub(self.channel(address))
 
-    def produce(self, partition: int, pid: int, epoch: int, seq: int, values: list[bytes], topic: str = TOPIC) -> None:
+    def produce(self, txn_id: str, partition: int, pid: int, epoch: int, seq: int, values: list[bytes],
+                topic: str = TOPIC) -> None:
+        """A transactional batch; transactions V1 (the partition was added with AddPartitionsToTxn): the leader
+        verifies it with the coordinator before appending (KIP-890 part 1)."""
         batch = encode_batch([(int(time.time() * 1000), None, v, None) for v in values], producer_id=pid,
                              producer_epoch=epoch, base_sequence=seq, transactional=True)
 
         def produced() -> bool:
-            resp = self.leader(partition, topic).Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, topics=[
+            resp = self.leader(partition, topic).Produce(pb.ProduceRequest(
+                acks=-1, timeout_ms=5000, transactional_id=txn_id, transaction_version=1, topics=[
                 pb.ProduceTopicData(name=topic, partitions=[pb.ProducePartitionData(partition=partition, records=batch)])]),
                 timeout=10).topics[0].partitions[0]
             assert resp.error_code in (0, E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION), resp
@@ -160,7 +164,7 @@ def test_commit_reaches_the_leaders_and_a_consumer_sees_it(txc: TxnClient) -> No
     pid, epoch = txc.init("tx-commit")
     assert txc.add("tx-commit", pid, epoch, [0, 1]) == 0
     for p in (0, 1):
-        txc.produce(p, pid, epoch, 0, [f"c{p}-a".encode(), f"c{p}-b".encode()])
+        txc.produce("tx-commit", p, pid, epoch, 0, [f"c{p}-a".encode(), f"c{p}-b".encode()])
     assert txc.describe("tx-commit").state == "Ongoing"
     end = txc.end("tx-commit", pid, epoch, True)
     assert end.error_code == 0, end
@@ -215,7 +219,7 @@ def test_a_second_producer_fences_the_first(txc: TxnClient) -> None:
     assert txc.end("tx-fence", pid, first, True).error_code == E.PRODUCER_FENCED
     # with a transaction open: the new producer's InitProducerId aborts it (CONCURRENT_TRANSACTIONS until done)
     assert txc.add("tx-fence", pid, second, [1]) == 0
-    txc.produce(1, pid, second, 0, [b"zombie"])
+    txc.produce("tx-fence", 1, pid, second, 0, [b"zombie"])
     pid3, third = txc.init("tx-fence")
     assert (pid3, third > second) == (pid, True)
     assert txc.describe("tx-fence").state in ("Empty", "CompleteAbort")
@@ -226,7 +230,7 @@ def test_a_second_producer_fences_the_first(txc: TxnClient) -> None:
 def test_a_transaction_left_open_past_its_timeout_is_aborted(txc: TxnClient) -> None:
     pid, epoch = txc.init("tx-timeout", timeout_ms=1000)
     assert txc.add("tx-timeout", pid, epoch, [1]) == 0
-    txc.produce(1, pid, epoch, 0, [b"never"])
+    txc.produce("tx-timeout", 1, pid, epoch, 0, [b"never"])
     aborted = wait_for(lambda: (d := txc.describe("tx-timeout")).state in ("PrepareAbort", "CompleteAbort") and d,
                        15, what="the coordinator aborting the timed-out transaction")
     assert aborted.producer_epoch == epoch + 1  # bumped: the producer is fenced
@@ -254,8 +258,8 @@ def test_the_survivor_completes_a_transaction_its_killed_owner_prepared(make_clu
         pid, epoch = txc.init(txn_id)
         assert txc.add(txn_id, pid, epoch, [0]) == 0
         assert txc.add(txn_id, pid, epoch, [0], topic=STALL) == 0
-        txc.produce(0, pid, epoch, 0, [b"k0"])
-        txc.produce(0, pid, epoch, 0, [b"s0"], topic=STALL)
+        txc.produce(txn_id, 0, pid, epoch, 0, [b"k0"])
+        txc.produce(txn_id, 0, pid, epoch, 0, [b"s0"], topic=STALL)
         broker = c.proc("broker", stall_broker)
         os.kill(broker.pid, signal.SIGTERM)
         assert broker.popen is not None and broker.popen.wait(30) == 0
@@ -283,3 +287,25 @@ def _tail(path: str, since: int) -> str:
     with open(path, "rb") as f:
         f.seek(since)
         return f.read().decode(errors="replace")
+
+
+def test_leaders_verify_v1_batches_and_add_v2_partitions_with_the_coordinator(txc: TxnClient) -> None:
+    """KIP-890: a V1 producer's batch for a partition it never added is refused (part 1); a V2 producer
+    adds no partition itself: the leader adds it, so the commit's markers reach it (part 2)."""
+    pid, epoch = txc.init("tx-verify")
+    batch = encode_batch([(int(time.time() * 1000), None, b"stray", None)], producer_id=pid, producer_epoch=epoch,
+                         base_sequence=0, transactional=True)
+
+    def send(version: int) -> int:
+        return txc.leader(0).Produce(pb.ProduceRequest(
+            acks=-1, timeout_ms=5000, transactional_id="tx-verify", transaction_version=version, topics=[
+                pb.ProduceTopicData(name=TOPIC, partitions=[pb.ProducePartitionData(partition=0, records=batch)])]),
+            timeout=10).topics[0].partitions[0].error_code
+
+    assert send(1) == E.TRANSACTION_ABORTABLE  # not in the transaction: nothing appended
+    assert (-1, b"stray") not in txc.log(0)
+    assert wait_for(lambda: send(2) == 0, 20, what="the leader adding the partition (V2)")
+    assert [(t.name, list(t.partitions)) for t in txc.describe("tx-verify").topics] == [(TOPIC, [0])]
+    assert txc.end("tx-verify", pid, epoch, True).error_code == 0
+    wait_for(lambda: txc.describe("tx-verify").state == "CompleteCommit", 20, what="CompleteCommit")
+    assert txc.log(0)[-2:] == [(-1, b"stray"), (CONTROL_COMMIT, None)]

@@ -29,6 +29,8 @@ class BrokerApi:
     txn_coordinator_owners: Callable[[], dict[int, dict[str, Any]]] = dict
     #: asks the controller to create an internal topic made on first use (__transaction_state)
     request_internal_topic: Callable[[str], None] | None = None
+    #: services.broker.txn_verify.TxnVerifier when transaction.partition.verification.enable (KIP-890)
+    txn_verifier: Any = None
     #: Kafka-listener configs (Kafka's names): auto.create.topics.enable, num.partitions, ...
     configs: dict[str, Any] = field(default_factory=dict)
     #: services.broker.kafka.cluster_links.ClusterLinks once the Kafka listener runs (admin, groups)
