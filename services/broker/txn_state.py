@@ -101,7 +101,10 @@ class TxnState:
     def may_open(self, producer_id: int, epoch: int) -> bool:
         """May a transactional batch of this producer be appended where verification is required? Inside
         its open transaction, or once verified at this epoch."""
-        return self.in_transaction(producer_id) or self._verified.get(producer_id) == epoch
+        p = self._producers.get(producer_id)
+        if p is not None and p.open_first_offset >= 0 and p.epoch == epoch:
+            return True  # a batch of the open transaction (a newer epoch is a new transaction: verified anew)
+        return self._verified.get(producer_id) == epoch
 
     # -- state changes (leader after append, follower, recovery: in log order) ------------------------
 

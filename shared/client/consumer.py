@@ -28,6 +28,7 @@ from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.client.group_member import ConsumerRebalanceListener, GroupMember
 from shared.client.grpc_calls import forget_traceback
+from shared.client.transactions import ConsumerGroupMetadata
 from shared.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -295,6 +296,13 @@ class Consumer:
         if self._group is None:
             raise RuntimeError("this consumer has no group_id")
         return self._group
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership a transactional producer's ``send_offsets_to_transaction`` passes on
+        (Kafka's ``ConsumerGroupMetadata``): group id, member epoch as generation, member id, instance id."""
+        m = self._member()
+        member_id, epoch = m.member_id, m.epoch
+        return ConsumerGroupMetadata(m.group_id, epoch if member_id else -1, member_id, m.instance_id)
 
     def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | None = None,
                   listener: ConsumerRebalanceListener | None = None) -> None:

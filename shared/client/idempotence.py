@@ -10,9 +10,9 @@ update can never be lost (a lost decrement of the in-flight count would mute a p
 No gRPC, no sockets, no clock: the producer decides what happened, this object keeps the books.
 
 The seam for transactions: the sender (``shared.client.sender``) and the retry policy know this object
-only through ``ProducerState``. A transaction manager (Kafka's ``TransactionManager``) will be a module of
-its own that keeps these books too (reusing ``IdempotenceState``) and adds the transaction's state; the
-producer hands it to the sender in place of ``IdempotenceState``.
+only through ``ProducerState``. The transaction manager (``shared.client.transactions.TransactionManager``)
+keeps these books too (it subclasses ``IdempotenceState``) and adds the transaction's state; the producer
+hands it to the sender in place of ``IdempotenceState`` (hooks: ``failed``, ``doomed``, ``before_drain``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from shared.errors import ErrorCode
 from shared.types import TopicPartition
 
 SEQUENCE_MASK = 0x7FFFFFFF
+_NOTHING: set[TopicPartition] = set()  # never changed
 
 #: Retriable answers a broker gives only BEFORE appending a batch: the batch was certainly not written,
 #: so it keeps its sequence number for a retry and, if it expires, gives its numbers back (no new producer
@@ -90,6 +91,17 @@ class ProducerState(Protocol):
     def completed(self, batch: SequencedBatch, unwritten: bool) -> None: ...
 
     def first_refusal(self, tp: TopicPartition, code: ErrorCode) -> bool: ...
+
+    # The transaction manager's hooks (no-ops for an idempotent producer):
+
+    def failed(self, batch: SequencedBatch, error: BaseException) -> None:
+        """``batch`` failed for good with ``error`` (after ``completed``)."""
+
+    def doomed(self) -> BaseException | None:
+        """The error to fail every unsent batch with (a transaction that cannot commit), else None."""
+
+    def before_drain(self) -> set[TopicPartition]:
+        """Called by the sender thread before each drain: the partitions whose batches must wait."""
 
 
 class IdempotenceState:
@@ -225,6 +237,19 @@ class IdempotenceState:
                 return False
             self._refusals_seen.add((tp, code))
             return True
+
+    # -- the transaction manager's hooks: nothing to do without transactions ---------------------------
+
+    transactional = False
+
+    def failed(self, batch: SequencedBatch, error: BaseException) -> None:
+        return None
+
+    def doomed(self) -> BaseException | None:
+        return None
+
+    def before_drain(self) -> set[TopicPartition]:
+        return _NOTHING
 
     def next_sequence(self, tp: TopicPartition) -> int:
         with self.lock:

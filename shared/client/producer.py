@@ -12,13 +12,17 @@ The parts, one module each:
 - ``shared.client.produce_connection``: ``ProduceConnection``, one pipelined stream to a broker;
 - ``shared.client.retry_policy``: ``RetryPolicy``, retries, backoff and delivery timeout;
 - ``shared.client.idempotence``: ``IdempotenceState``, producer id, epoch and sequence numbers (the
-  place a transaction manager will take; the sender knows it only as ``ProducerState``).
+  sender knows it only as ``ProducerState``);
+- ``shared.client.transactions``: ``TransactionManager``, which takes ``IdempotenceState``'s place for a
+  producer with a ``transactional_id`` (``init_transactions``, ``begin_transaction``,
+  ``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``; errors classified as
+  KIP-1050 does: see that module).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from shared.client.accumulator import RecordAccumulator
@@ -31,6 +35,7 @@ from shared.client.produce_connection import InFlight, ProduceConnection
 from shared.client.producer_batch import ProducerBatch
 from shared.client.retry_policy import RetryPolicy
 from shared.client.sender import Sender
+from shared.client.transactions import ConsumerGroupMetadata, IllegalTransactionStateError, TransactionManager
 from shared.records.builder import encode_headers
 from shared.records.compression import CompressionType
 from shared.records.header import HEADER_SIZE
@@ -106,9 +111,18 @@ class Producer:
         max_block_ms: int = 60_000,
         buffer_memory: int = 33_554_432,
         client_id: str = "tidelog-producer",
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        transaction_version: int = 2,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
+        if transactional_id:  # Kafka: a transactional id implies idempotence, which requires acks=all
+            if enable_idempotence is False:
+                raise ValueError("a transactional_id requires idempotence (enable_idempotence must not be False)")
+            if _ACKS[acks] != -1:
+                raise ValueError("a transactional_id requires acks='all' (as in Kafka)")
+            enable_idempotence = True
         if enable_idempotence and _ACKS[acks] != -1:
             raise ValueError("enable_idempotence=True requires acks='all' (as in Kafka)")
         if max_in_flight_requests_per_connection < 1:
@@ -125,10 +139,16 @@ class Producer:
         # Producer id, sequence numbers and in-flight counts: one object, one lock (the sender thread and
         # the reader threads all update them). The sender and the retry policy know it as a
         # ``ProducerState``: a transaction manager will take its place there.
-        self.state = IdempotenceState()
         self.batch_size = batch_size
         self.max_block_s = max_block_ms / 1000
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
+        self._txn: TransactionManager | None = None
+        if transactional_id:
+            self._txn = TransactionManager(
+                self.cluster, transactional_id, transaction_timeout_ms=transaction_timeout_ms,
+                transaction_version=transaction_version, max_block_s=self.max_block_s,
+                retry_backoff_s=retry_backoff_ms / 1000)
+        self.state: IdempotenceState = self._txn if self._txn is not None else IdempotenceState()
         self.accumulator = RecordAccumulator(batch_size, linger_ms / 1000, max(buffer_memory, batch_size))
         self.partitioner = StickyPartitioner()
         self._partition_counts: dict[str, int] = {}
@@ -142,7 +162,7 @@ class Producer:
             partition_counts=self._partition_counts, acks=acks, idempotent=idempotent,
             compression=CompressionType.parse(compression_type), max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max(max_request_size, batch_size), request_timeout_ms=request_timeout_ms,
-            client_id=client_id)
+            client_id=client_id, transactional_id=transactional_id, transaction_version=transaction_version)
         self._sender.start()
 
     # -- application API ---------------------------------------------------------------------------
@@ -172,6 +192,8 @@ class Producer:
         elif not 0 <= partition < n:
             tps = self._wait_for_partition(topic, partition)
         tp = tps[partition]
+        if self._txn is not None:  # outside a transaction: IllegalTransactionStateError (V1: add the partition)
+            self._txn.maybe_add_partition(tp)
         if timestamp is None:
             timestamp = int(_time() * 1000)
         # An upper bound of the record's size, as Kafka estimates. Headers are encoded here, before the
@@ -199,6 +221,42 @@ class Producer:
             if key is None:  # the sticky partition moves on when its batch is full
                 self.partitioner.on_new_batch(topic, partition, n)
         return FutureRecordMetadata(batch.result, i, timestamp)
+
+    # -- transactions (see shared.client.transactions) ------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalTransactionStateError("transactional method called on a producer without transactional_id")
+        if self._closing:
+            raise RuntimeError("producer is closed")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Register the transactional id: fences earlier producers with it and completes or aborts their
+        open transaction. Call once, before the first ``begin_transaction()``."""
+        self._transactions().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int],
+                                    group_metadata: ConsumerGroupMetadata) -> None:
+        """Commit the consumer's ``offsets`` (the next offsets to read) with this transaction;
+        ``group_metadata`` is ``consumer.group_metadata()`` (a zombie member's commit is refused)."""
+        self._transactions().send_offsets_to_transaction(offsets, group_metadata)
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit. ``TransactionAbortableError``: call ``abort_transaction()``."""
+        self._transactions().commit_transaction(self.flush)
+
+    def abort_transaction(self) -> None:
+        """Drop the records not yet sent, wait for those in flight, then abort."""
+        self._transactions().abort_transaction(self._sender.abort_unsent, self.flush)
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transaction manager's state (Kafka's names), None for a producer without transactions."""
+        return None if self._txn is None else self._txn.state.name
 
     def _load_topic(self, topic: str) -> list[TopicPartition]:
         n = self._partition_counts.get(topic)
@@ -247,6 +305,8 @@ class Producer:
         finally:
             self._closing = True
             self._sender.close()
+            if self._txn is not None:
+                self._txn.close()
             self.cluster.close()
 
     def metrics(self) -> dict[str, float]:

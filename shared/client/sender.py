@@ -3,9 +3,10 @@ them (RecordBatch v2), groups them by partition leader and writes them on one ``
 broker; handles the answers (from the connections' reader threads): acknowledge, retry or fail.
 
 The producer id, epoch and sequence numbers come from the producer-state object passed in as ``state``
-(``ProducerState``: ``IdempotenceState`` today). That is the seam for transactions: a transaction manager
-takes its place, and ``_init_producer_id`` is where it will ask its coordinator, with its transactional
-id, instead of any broker. Whether and when a failed batch is tried again is ``RetryPolicy``'s decision.
+(``ProducerState``: ``IdempotenceState``, or ``transactions.TransactionManager`` for a transactional
+producer, which gets its producer id from its transaction coordinator in ``init_transactions()``; the
+sender then asks it which partitions may be drained, whether the transaction is doomed, and tells it
+of every batch that failed for good). Whether and when a failed batch is tried again is ``RetryPolicy``'s decision.
 Must not import the producer.
 """
 
@@ -29,6 +30,7 @@ from shared.client.retry_policy import RetryPolicy
 from shared.errors import ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.produce_wire import encode_produce_request
+from shared.proto.wire import int_fields, text_field
 from shared.records.compression import CompressionType
 from shared.types import TopicPartition
 
@@ -42,7 +44,8 @@ class Sender:
     def __init__(self, *, cluster: ClusterClient, accumulator: RecordAccumulator, state: ProducerState,
                  retry: RetryPolicy, stats: ProducerStats, partition_counts: dict[str, int], acks: int,
                  idempotent: bool, compression: CompressionType, max_in_flight: int, max_request_size: int,
-                 request_timeout_ms: int, client_id: str) -> None:
+                 request_timeout_ms: int, client_id: str, transactional_id: str | None = None,
+                 transaction_version: int = 2) -> None:
         self.cluster = cluster
         self.accumulator = accumulator
         self.state = state
@@ -58,6 +61,11 @@ class Sender:
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
+        # A transactional producer's batches carry the transactional flag, and its produce requests the
+        # transactional id and transactions version (KIP-890: the leader verifies or adds the partition).
+        self.transactional = bool(transactional_id)
+        self._request_suffix = (text_field(0x2A, transactional_id) + int_fields(((0x38, transaction_version),))
+                                if transactional_id else b"")
         self._connections: dict[int, ProduceConnection] = {}
         self._correlation = itertools.count(1)
         self.closing = False
@@ -108,7 +116,11 @@ class Sender:
                     acc.wakeup.wait(0.01)
                     acc.wakeup.clear()
                     continue
-            if self.idempotent and not self.state.has_producer_id() and acc.has_unsent():
+            if self.transactional:
+                doomed = self.state.doomed()
+                if doomed is not None and acc.has_unsent():  # the transaction cannot commit: send no more of it
+                    self.abort_unsent(doomed)
+            elif self.idempotent and not self.state.has_producer_id() and acc.has_unsent():
                 if not self._init_producer_id():
                     self._expire_waiting()
                     time.sleep(self.retry.retry_backoff_s)
@@ -119,6 +131,8 @@ class Sender:
                 muted |= self._throttled_partitions(now)
             if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
                 muted |= self.state.muted(self.max_in_flight)
+                if self.transactional:  # V1: partitions not yet added to the transaction wait
+                    muted |= self.state.before_drain()
             batches, expired, wait = acc.drain_ready(now, muted, self.retry.delivery_timeout_s)
             if expired:
                 self._fail_expired(expired)
@@ -137,10 +151,22 @@ class Sender:
 
     def _fail_expired(self, batches: list[ProducerBatch]) -> None:
         for batch in batches:
+            error = self.retry.waited_out_error(batch)
             if self.idempotent:
                 self.state.completed(batch, unwritten=not batch.maybe_written)
-            batch.result.complete(-1, -1, self.retry.waited_out_error(batch))
+                self.state.failed(batch, error)
+            batch.result.complete(-1, -1, error)
             self.accumulator.done(batch)
+
+    def abort_unsent(self, error: BaseException) -> None:
+        """Fail every batch not yet sent with ``error`` (Kafka's abortUndrainedBatches: the transaction is
+        aborted or cannot commit). Batches in flight complete as the brokers answer."""
+        for batch in self.accumulator.expire(time.monotonic(), -1.0):
+            if self.idempotent:
+                self.state.completed(batch, unwritten=not batch.maybe_written)
+            batch.result.complete(-1, -1, error)
+            self.accumulator.done(batch)
+        self.accumulator.wakeup.set()
 
     def throttled(self, broker_id: int, throttle_ms: int) -> None:
         """A response from ``broker_id`` asked for a pause of ``throttle_ms`` (a quota, KIP-219)."""
@@ -220,6 +246,7 @@ class Sender:
             # Every attempt was refused before the append (or never sent): give the numbers back.
             # Otherwise one attempt may be written, and the producer id must be replaced.
             self.state.completed(batch, unwritten=not batch.maybe_written)
+            self.state.failed(batch, error)
             self.accumulator.wakeup.set()
         batch.result.complete(-1, -1, error)
         self.accumulator.done(batch)
@@ -260,7 +287,8 @@ class Sender:
                 b.encoded = b.encode(self.compression)
             return b.encoded
         return self.state.encode(b, lambda pid, epoch, seq: b.encode(
-            self.compression, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+            self.compression, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+            transactional=self.transactional))
 
     def _connection(self, broker_id: int) -> ProduceConnection:
         conn = self._connections.get(broker_id)
@@ -281,6 +309,8 @@ class Sender:
         correlation_id = next(self._correlation)
         req = encode_produce_request(acks=self.acks, timeout_ms=self.request_timeout_ms, client_id=self.client_id,
                                      correlation_id=correlation_id, topics=list(by_topic.items()))
+        if self._request_suffix:  # transactional_id (5) and transaction_version (7): valid after field 6
+            req += self._request_suffix
         try:
             sent = self._connection(broker_id).send(req, correlation_id, batches, self.acks)
         except (grpc.RpcError, KeyError, TidelogError) as exc:

@@ -187,3 +187,16 @@ def test_recovery_rebuilds_open_transactions_and_the_abort_index_from_the_log(tm
     loaded = read_snapshot(str(tmp_path), 3)
     assert loaded is not None and loaded.txn.rows() == state.txn.rows()
     assert restore_producer_state(log).txn.open_transactions() == [(2, 1)]
+
+
+def test_a_newer_epochs_batch_does_not_join_the_open_transaction_without_verification() -> None:
+    """Transactions V2: EndTxn answers before the markers are written, so the next transaction's first batch
+    (epoch + 1) may arrive while the previous one is still open here; it must not be folded into it."""
+    s = TxnState()
+    s.on_data(4, 1, 0, transactional=True)
+    assert s.may_open(4, 1)
+    assert not s.may_open(4, 2)
+    s.on_marker(4, 2, 1, commit=True, coordinator_epoch=0)
+    assert not s.may_open(4, 2)
+    s.verified(4, 2)
+    assert s.may_open(4, 2)
