@@ -73,6 +73,9 @@ class CleanerJobs:
         self.jobs_done = 0
         self.jobs_refused = 0
         self.workers: dict[str, list[int]] = {}  # worker -> [bytes cleaned, jobs, busy ms]
+        # log -> (the partition it was, wall-clock ms of its last swapped-in cleaning); in memory only, and
+        # forgotten when the partition is deleted or reopened, so a recreated topic starts as never cleaned
+        self.last_cleaned: dict[TopicPartition, tuple[Partition, int]] = {}
 
     def compacted(self) -> dict[str, tuple[TopicPartition, Partition]]:
         return {log_name(tp): (tp, p) for tp, p in self.replicas.partitions.items()
@@ -136,6 +139,7 @@ class CleanerJobs:
             files.discard()
             raise
         done = self.board.finish(job_id, worker, self.clock())
+        self.last_cleaned[payload.tp] = (payload.partition, self.clock())
         cleaned = offered.total_bytes
         self.jobs_done += 1
         self.cleaned_bytes += cleaned
@@ -147,9 +151,15 @@ class CleanerJobs:
                                        "receive_s": round(t1 - t0, 3), "check_s": round(t2 - t1, 3),
                                        "swap_s": round(time.monotonic() - t2, 3)})
 
+    def forget_gone_logs(self) -> None:
+        for tp, (part, _) in list(self.last_cleaned.items()):
+            if self.replicas.partitions.get(tp) is not part:
+                del self.last_cleaned[tp]
+
     def housekeeping(self) -> None:
         now = self.clock()
         self.board.expire(now)
+        self.forget_gone_logs()
         want_checker = not self.checker.running
         for _, part in self.replicas.partitions.items():
             if part.log.pending_deletes:
@@ -165,10 +175,13 @@ class CleanerJobs:
         for lease in self.board.leases.values():
             resp.jobs.add(job_id=lease.job_id, log=lease.log, worker_id=lease.worker, progress=lease.progress,
                           started_ms=lease.started_ms, lease_deadline_ms=lease.deadline_ms)
-        for name, (_, p) in sorted(self.compacted().items()):
+        self.forget_gone_logs()
+        for name, (tp, p) in sorted(self.compacted().items(), key=lambda item: (item[1][0].topic, item[1][0].partition)):
             c = assess(log_state(p.log, name, p.high_watermark), now)
+            last = self.last_cleaned.get(tp)
             resp.logs.add(log=name, dirty_ratio=c.dirty_ratio, compaction_delay_ms=c.compaction_delay_ms,
-                          first_dirty=c.first_dirty, first_uncleanable=c.first_uncleanable, size_bytes=p.log.size)
+                          first_dirty=c.first_dirty, first_uncleanable=c.first_uncleanable, size_bytes=p.log.size,
+                          last_cleaned_ms=last[1] if last is not None else -1)
         for name, reason in sorted(self.board.quarantined.items()):
             resp.quarantined.add(log=name, reason=reason)
         for worker, (cleaned, jobs, busy) in sorted(self.workers.items()):

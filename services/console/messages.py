@@ -67,6 +67,8 @@ async def page_data(request: Request, name: str, q: Query) -> dict[str, Any]:
             "prev_url": base + q.params(cursor=encode_cursor(got["prev"])) if got["prev"] else None,
             "download_url": f"/api/topics/{seg(name)}/messages.jsonl?"
                             + q.params(cursor=encode_cursor(got["positions"])),
+            "tail_scope": ("every partition" if q.partition is None else f"partition {q.partition}")
+                          + (f", only records matching “{q.filter}”" if q.filter else ""),
             "tail_url": f"/api/topics/{seg(name)}/tail?" + urlencode(
                 {"partition": "all" if q.partition is None else q.partition, "filter": q.filter, "format": q.format}),
             "raw": got}
@@ -248,8 +250,9 @@ async def produce_form(request: Request, name: str) -> Response:
         data = await page_data(request, name, q)
         data.pop("raw")
         return render(request, "messages.html", _page_context(name, data, q, err, values), 400)
-    url = f"/topics/{seg(name)}/messages?" + urlencode({"partition": p, "mode": "offset", "offset": offset,
-                                                         "done": f"produced to partition {p} at offset {offset}"})
+    # Back to the default view (every partition, the newest page), where the record shows: a view pinned to the
+    # record's partition and offset would also scope the filter and the live tail the user turns to next.
+    url = f"/topics/{seg(name)}/messages?" + urlencode({"done": f"produced to partition {p} at offset {offset}"})
     return RedirectResponse(url, status_code=303)
 
 

@@ -68,6 +68,7 @@ async def overview_data(request: Request) -> dict[str, Any]:
     counts = partition_counts(described, {b["id"] for b in cluster["brokers"]})
     return {"cluster": cluster["cluster"], "cluster_id": cluster["cluster_id"], "controller": cluster["controller"],
             "services": members, "partitions": counts["totals"], "topics": counts["topics"],
+            "bootstrap": ",".join(b["address"] for b in cluster["brokers"]),
             "kafka_bootstrap": cluster.get("kafka_bootstrap", ""), "traffic": metrics(request).traffic()}
 
 

@@ -22,11 +22,11 @@ def entity_label(entity: dict[str, str | None]) -> str:
 
 
 def alteration(values: dict[str, str]) -> dict[str, Any]:
-    """One entity's op from the form: its user and/or client id (``<default>`` or an empty checked box for
-    the default), a key, and a value or removal."""
+    """One entity's op from the form: its user and/or client id (a name typed, or a checked box: empty or
+    ``<default>`` is the default), a key, and a value or removal."""
     entity: dict[str, str | None] = {}
     for kind in ("user", "client-id"):
-        if values.get(f"{kind}-set"):
+        if values.get(f"{kind}-set") or values.get(kind, "").strip():
             name = values.get(kind, "").strip()
             entity[kind] = None if name in ("", DEFAULT) else name
     if not entity:

@@ -25,7 +25,15 @@ def templates() -> jinja2.Environment:
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["ms"] = format_ms
     env.filters["bytes"] = format_bytes
+    env.filters["num"] = format_number
     return env
+
+
+def format_number(n: Any) -> str:
+    """1048576.0 -> "1048576", 0.5 -> "0.5"; anything else as it is."""
+    if isinstance(n, float) and n.is_integer() and abs(n) < 1e18:
+        return str(int(n))
+    return str(n)
 
 
 def format_bytes(n: Any) -> str:

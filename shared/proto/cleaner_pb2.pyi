@@ -143,20 +143,22 @@ class JobStatus(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., log: _Optional[str] = ..., worker_id: _Optional[str] = ..., progress: _Optional[float] = ..., started_ms: _Optional[int] = ..., lease_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class LogStatus(_message.Message):
-    __slots__ = ("log", "dirty_ratio", "compaction_delay_ms", "first_dirty", "first_uncleanable", "size_bytes")
+    __slots__ = ("log", "dirty_ratio", "compaction_delay_ms", "first_dirty", "first_uncleanable", "size_bytes", "last_cleaned_ms")
     LOG_FIELD_NUMBER: _ClassVar[int]
     DIRTY_RATIO_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     FIRST_DIRTY_FIELD_NUMBER: _ClassVar[int]
     FIRST_UNCLEANABLE_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LAST_CLEANED_MS_FIELD_NUMBER: _ClassVar[int]
     log: str
     dirty_ratio: float
     compaction_delay_ms: int
     first_dirty: int
     first_uncleanable: int
     size_bytes: int
-    def __init__(self, log: _Optional[str] = ..., dirty_ratio: _Optional[float] = ..., compaction_delay_ms: _Optional[int] = ..., first_dirty: _Optional[int] = ..., first_uncleanable: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    last_cleaned_ms: int
+    def __init__(self, log: _Optional[str] = ..., dirty_ratio: _Optional[float] = ..., compaction_delay_ms: _Optional[int] = ..., first_dirty: _Optional[int] = ..., first_uncleanable: _Optional[int] = ..., size_bytes: _Optional[int] = ..., last_cleaned_ms: _Optional[int] = ...) -> None: ...
 
 class QuarantinedLog(_message.Message):
     __slots__ = ("log", "reason")

@@ -83,6 +83,7 @@ def test_a_worker_cleans_the_log_and_the_latest_values_survive(make_cluster) -> 
         assert report["workers"][0]["cleaned_bytes"] > 0
         (rest,) = httpx.get(f"{c.rest}/v1/cleaner", timeout=10).json()
         assert rest["jobs_done"] >= 1 and rest["logs"][0]["dirty_ratio"] < 0.5 and rest["workers"]
+        assert 0 < time.time() * 1000 - rest["logs"][0]["last_cleaned_ms"] < 120_000
     finally:
         admin.close()
 

@@ -85,6 +85,8 @@ def test_overview_shows_services_controller_and_partitions(page: Page, console: 
     expect(rows).to_have_count(1 + 1 + 1)  # controller, broker, coordinator
     expect(page.locator("#services")).to_contain_text("SERVING")
     expect(page.locator("#offline")).to_have_text("0")
+    broker = cluster.procs("broker")[0].address
+    expect(page.locator("#bootstrap")).to_have_text(broker)  # what to give the Python client
     assert f"{console}/static/htmx.min.js" in page.fetched  # type: ignore[attr-defined]
     api = httpx.get(console + "/api/overview", timeout=10).json()
     assert api["controller"]["epoch"] == view["controller"]["epoch"]
@@ -132,6 +134,8 @@ def test_produce_a_record_and_find_it_with_the_filter(page: Page, console: str) 
     page.fill("#p-partition", "1")
     page.click("#produce button")
     expect(page.locator(".done")).to_contain_text("produced to partition 1 at offset 0")
+    expect(page.locator("#partition")).to_have_value("all")  # back to every partition: filter and tail not scoped
+    expect(page.locator("#records")).to_contain_text("needle-in-value")
     page.fill("#p-value", "nowhere")
     page.fill("#p-partition", "99")
     page.click("#produce button")
@@ -149,6 +153,12 @@ def test_produce_a_record_and_find_it_with_the_filter(page: Page, console: str) 
         expect(rows).to_have_count(1)
         expect(rows.first).to_contain_text("user-7")
     expect(page.locator("#records .fmt-json")).to_have_count(1)  # the value's format guessed: JSON
+    page.goto(f"{console}/topics/{TOPIC}/messages?partition=0&mode=end&filter=needle-in-value")  # not there
+    expect(page.locator("#records tbody")).to_contain_text("No records here matching the filter")
+    page.click("#search-everywhere")
+    expect(page.locator("#records tbody tr")).to_have_count(1)
+    expect(page.locator("#partition")).to_have_value("all")
+    expect(page.locator("#tail-status")).to_contain_text("every partition, only records matching “needle-in-value”")
     page.select_option("#format", "hex")
     page.click("#browse button")
     expect(page.locator("#records tbody tr").first).to_contain_text("7b 22 6f")  # '{"o' in hex
@@ -244,6 +254,7 @@ def test_edit_a_quota(page: Page, console: str) -> None:
     page.click("#edit-quota button")
     expect(page.locator("#quota-entries")).to_contain_text("client-id=console-app")
     expect(page.locator("#quota-entries")).to_contain_text("1048576")
+    expect(page.locator("#quota-entries")).not_to_contain_text("1048576.0")  # a whole rate shown whole
     page.check("#q-client-set")
     page.fill("#q-client", "console-app")
     page.select_option("#q-key", "request_percentage")
@@ -298,6 +309,21 @@ def test_large_binary_and_invalid_utf8_values_are_cut_and_escaped(page: Page, co
     expect(page.locator("#record-value")).to_contain_text("AAAA")
     page.goto(f"{console}/topics/{TOPIC}/record?partition=0&offset={offs[2]}&format=text")
     expect(page.locator("#record-value")).to_contain_text("caf\\xc3 \\xff\\xfe ok")
+
+
+def test_compaction_lists_a_compacted_log_with_its_dirty_ratio_and_last_cleaning(page: Page, console: str) -> None:
+    page.goto(console + "/topics")
+    page.fill("#name", "console-compacted")
+    page.fill("#configs", "cleanup.policy=compact")
+    page.click("#create-topic button[type=submit]")
+    page.wait_for_url(f"{console}/topics/console-compacted")
+    page.goto(console + "/compaction")
+    row = page.locator("tr", has_text="console-compacted-0")
+    expect(row.locator("td").nth(5)).to_have_text("never")  # no cleaner in this cluster
+    expect(page.locator("th", has_text="Last cleaned")).to_have_count(1)
+    (b,) = httpx.get(console + "/api/compaction", timeout=10).json()["brokers"]
+    (log,) = [x for x in b["logs"] if x["log"] == "console-compacted-0"]
+    assert log["last_cleaned_ms"] is None and 0 <= log["dirty_ratio"] <= 1
 
 
 def test_every_page_passes_axe_without_serious_violations(page: Page, console: str) -> None:

@@ -17,6 +17,7 @@ from services.console.logs import ReadResult
 from services.console.messages import record_to_send
 from services.console.quotas import alteration, entity_label
 from services.console.topics import parse_configs
+from services.console.web import templates
 from shared.records.record import Record
 from shared.types import TopicPartition
 
@@ -157,6 +158,8 @@ def test_reset_body() -> None:
 def test_quota_alteration() -> None:
     assert alteration({"client-id-set": "1", "client-id": "app", "key": "producer_byte_rate", "value": "1024"}) == {
         "entity": {"client-id": "app"}, "ops": [{"key": "producer_byte_rate", "value": 1024.0}]}
+    assert alteration({"client-id": "app", "key": "producer_byte_rate", "value": "1024"})["entity"] == {
+        "client-id": "app"}  # a typed name counts without its box checked
     assert alteration({"user-set": "1", "user": "", "key": "request_percentage", "remove": "1"}) == {
         "entity": {"user": None}, "ops": [{"key": "request_percentage", "remove": True}]}
     for bad in ({"key": "producer_byte_rate", "value": "1"}, {"user-set": "1", "user": "a", "value": "lots"}):
@@ -207,3 +210,16 @@ def test_the_console_reaches_the_cluster_only_through_public_apis() -> None:
                     bad.append(f"{name} imports {module}")
     # shared.service: only its two small helpers (ready file, lifeline), which touch no etcd
     assert bad == ["main.py imports shared.service"]
+
+
+def test_compaction_page_shows_each_logs_last_cleaning() -> None:
+    log = {"dirty_ratio": 0.25, "compaction_delay_ms": 0, "first_dirty": 10, "first_uncleanable": 20, "size_bytes": 9}
+    broker = {"broker": "127.0.0.1:1", "broker_id": 1, "error": None, "cleaned_bytes": 5, "jobs_done": 1,
+              "jobs_refused": 0, "jobs": [], "quarantined": [], "workers": [],
+              "logs": [dict(log, log="a-0", last_cleaned_ms=1_700_000_000_123),
+                       dict(log, log="<b>-0", last_cleaned_ms=None), dict(log, log="old-0")]}  # old REST: no field
+    page = templates().get_template("compaction.html").render(path="/compaction", title="Compaction",
+                                                              brokers=[broker])
+    assert "<th scope=\"col\">Last cleaned</th>" in page
+    assert "2023-11-14 22:13:20.123Z" in page
+    assert page.count(">never</td>") == 2 and "&lt;b&gt;-0" in page

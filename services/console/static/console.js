@@ -20,12 +20,13 @@
     const body = document.querySelector("#tail tbody");
     let received = 0, skipped = 0;
     const started = Date.now();
+    const scope = button.dataset.scope || "the topic";
     const source = new EventSource(button.dataset.url);
     button.disabled = true;
     stop.disabled = false;
     status.textContent = "Connecting…";
     source.addEventListener("ready", function () {
-      if (!received) status.textContent = "Following: connected, waiting for new records.";
+      if (!received) status.textContent = "Following " + scope + ": connected, waiting for new records.";
     });
     source.onmessage = function (ev) {
       const tick = JSON.parse(ev.data);
@@ -49,7 +50,7 @@
       body.prepend(frag);
       while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
       const secs = Math.max((Date.now() - started) / 1000, 0.001);
-      status.textContent = "Following: " + received + " records received (" + Math.round(received / secs) + "/s)" +
+      status.textContent = "Following " + scope + ": " + received + " records received (" + Math.round(received / secs) + "/s)" +
         (skipped ? "; " + skipped + " not drawn (sampled: at most 20 per quarter second are drawn)" : "") + ".";
     };
     source.addEventListener("tail-error", function (ev) {

@@ -1,5 +1,5 @@
 """Log compaction across the cluster, asked of every live broker: jobs in progress (log, worker,
-progress), each compacted log's dirty ratio and compaction delay, quarantined logs, and per worker
+progress), each compacted log's dirty ratio, compaction delay and last cleaning, quarantined logs, and per worker
 the bytes cleaned and the rate. The brokers are read from etcd; each answers over its LogCleaner gRPC
 service (``shared.client.cleaner_status``); a broker that does not answer is listed with its error."""
 
@@ -35,6 +35,7 @@ class CompactedLog(BaseModel):
     first_dirty: int
     first_uncleanable: int
     size_bytes: int
+    last_cleaned_ms: int | None = None  # wall-clock ms of the last cleaning since the broker started; None: none
 
 
 class QuarantinedLog(BaseModel):

@@ -95,6 +95,7 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 assert files(part.log.directory) == before
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
                 assert status.jobs_refused == 1 and not status.jobs
+                assert status.logs[0].last_cleaned_ms == -1  # a refused result is no cleaning
                 good = await stub.AcquireJob(cpb.AcquireJobRequest(worker_id="good"))
                 assert good.found and good.hash_seed != resp.hash_seed  # a secret key-hash seed per job
                 assert job_from(good, []).hash_seed == good.hash_seed
@@ -102,7 +103,7 @@ def test_worker_round_trip_and_a_tampered_result_refused_over_grpc(tmp_path) -> 
                 assert ok, message
                 status = await stub.CleanerStatus(cpb.CleanerStatusRequest())
                 assert status.jobs_done == 1 and status.workers[0].worker_id == "good"
-                assert status.logs[0].dirty_ratio == 0.0
+                assert status.logs[0].dirty_ratio == 0.0 and status.logs[0].last_cleaned_ms == T0
         finally:
             await server.stop(None)
 
