@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from services.broker.api import BrokerApi
+from services.broker.api import describe_producers as describe_producers_api
 from services.broker.api import fetch as fetch_api
 from services.broker.api import init_producer_id as init_producer_id_api
 from services.broker.api import list_offsets as list_offsets_api
@@ -300,6 +301,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             out.append(pb.WritableTxnMarkerResult(producer_id=answer.producer_id, topics=[
                 pb.TxnMarkerTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()]))
         return pb.WriteTxnMarkersResponse(markers=out)
+
+    async def DescribeProducers(self, request: pb.DescribeProducersRequest, context: Any) -> pb.DescribeProducersResponse:
+        tps = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        by_topic: dict[str, list[pb.DescribeProducersPartition]] = {}
+        for tp, r in describe_producers_api.describe_producers(self.api, tps).items():
+            by_topic.setdefault(tp.topic, []).append(pb.DescribeProducersPartition(
+                partition=tp.partition, error_code=r.error, error_message=r.message, active_producers=[
+                    pb.ActiveProducer(producer_id=s.producer_id, producer_epoch=s.producer_epoch,
+                                      last_sequence=s.last_sequence, last_timestamp=s.last_timestamp,
+                                      coordinator_epoch=s.coordinator_epoch,
+                                      current_txn_start_offset=s.current_txn_start_offset)
+                    for s in r.producers]))
+        return pb.DescribeProducersResponse(topics=[pb.DescribeProducersTopicResult(name=t, partitions=ps)
+                                                    for t, ps in by_topic.items()])
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         name = COORDINATOR_TOPICS.get(request.key_type)

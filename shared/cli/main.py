@@ -18,6 +18,7 @@ from shared.cli.produce_consume import consume, produce
 from shared.cli.quotas import quotas
 from shared.cli.top import top
 from shared.cli.topics import topics
+from shared.cli.transactions import transactions
 from shared.runtime import tune_allocator
 
 
@@ -39,6 +40,7 @@ cli.add_command(status)
 cli.add_command(topics)
 cli.add_command(top)
 cli.add_command(groups)
+cli.add_command(transactions)
 cli.add_command(quotas)
 cli.add_command(produce)
 cli.add_command(consume)

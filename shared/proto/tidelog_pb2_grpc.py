@@ -84,6 +84,11 @@ class BrokerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.FromString,
                 _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/tidelog.v1.Broker/DescribeProducers',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -160,6 +165,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeProducers(self, request, context):
+        """Kafka's DescribeProducers: the active producers of each listed partition this broker leads (its
+        producer state), with each one's open transaction; kafka-transactions.sh find-hanging reads it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +225,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.WriteTxnMarkers,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -484,6 +502,33 @@ class Broker:
             '/tidelog.v1.Broker/WriteTxnMarkers',
             shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersRequest.SerializeToString,
             shared_dot_proto_dot_tidelog__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/DescribeProducers',
+            shared_dot_proto_dot_tidelog__pb2.DescribeProducersRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,9 +3,10 @@ replicas, as Kafka's brokers answer them.
 
 DescribeLogDirs: the broker's one data directory (``log.dirs``) with, per hosted partition, its size on
 disk and its offset lag (Kafka's: how far the log end is below the high watermark, 0 on a leader), and
-the directory's total and usable bytes (v4). DescribeProducers: per partition led here, the idempotent
+the directory's total and usable bytes (v4). DescribeProducers: per partition led here, the
 producers its producer state holds (epoch, last sequence, the last batch's max timestamp read from the
-log); transactions do not exist yet, so coordinator epoch and transaction start offset are -1.
+log, the coordinator epoch of its last marker and its open transaction's first offset), from the request
+layer's ``services/broker/api/describe_producers`` that the gRPC door shares.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import shutil
 from typing import Any
 
+from services.broker.api import describe_producers as describe_producers_api
 from services.broker.kafka.admin_common import item_error
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.partition import Partition
@@ -66,33 +68,18 @@ async def handle_describe_log_dirs(apis: KafkaApis, req: RequestFrame, ctx: Requ
     return {"error_code": 0, "results": [result]}, 0
 
 
-def producer_states(part: Partition) -> list[dict[str, Any]]:
-    """DescribeProducers' active producers of a partition, from its producer state."""
-    out = []
-    for pid, entry in sorted(part.producers.producers.items()):
-        last = entry.batches[-1] if entry.batches else None
-        header = part.log.batch_header_at(last.last_offset) if last is not None else None
-        out.append({"producer_id": pid, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
-                    "last_timestamp": header.max_timestamp if header is not None else -1,
-                    "coordinator_epoch": -1, "current_txn_start_offset": -1})
-    return out
-
-
 async def handle_describe_producers(apis: KafkaApis, req: RequestFrame, ctx: RequestContext,
                                     conn: Connection) -> Reply:
-    rm = apis.broker.rm
-    topics = []
-    for t in req.body.topics:
-        parts = []
-        for p in t.partition_indexes:
-            tp = TopicPartition(t.name, int(p))
-            try:
-                states = producer_states(rm.leader_partition(tp))
-                parts.append({"partition_index": tp.partition, "error_code": 0, "error_message": None,
-                              "active_producers": states})
-            except Exception as exc:
-                err = item_error(exc, f"describe producers of {tp}")
-                parts.append({"partition_index": tp.partition, "error_code": int(err.code),
-                              "error_message": err.message, "active_producers": []})
-        topics.append({"name": t.name, "partitions": parts})
-    return {"topics": topics}, 0
+    tps = [TopicPartition(t.name, int(p)) for t in req.body.topics for p in t.partition_indexes]
+    answers = describe_producers_api.describe_producers(apis.broker, tps)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in tps:
+        r = answers[tp]
+        by_topic.setdefault(tp.topic, []).append({
+            "partition_index": tp.partition, "error_code": int(r.error), "error_message": r.message or None,
+            "active_producers": [{"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                                  "last_sequence": s.last_sequence, "last_timestamp": s.last_timestamp,
+                                  "coordinator_epoch": s.coordinator_epoch,
+                                  "current_txn_start_offset": s.current_txn_start_offset}
+                                 for s in r.producers]})
+    return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}, 0

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from services.controller.api import ControllerApi
-from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics
+from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics, transactions
 from services.controller.rest.deps import request_context
 from services.controller.rest.docs import keep_docs_offline
 from services.controller.rest.errors import document_errors
@@ -21,6 +21,7 @@ _STATUS = {
     ErrorCode.GROUP_ID_NOT_FOUND: 404,
     ErrorCode.NON_EMPTY_GROUP: 409,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: 404,
 }
 
 
@@ -42,6 +43,7 @@ def create_app(controller: ControllerApi | None) -> FastAPI:
     app.include_router(cleaner.router)
     app.include_router(groups.router)
     app.include_router(quotas.router)
+    app.include_router(transactions.router)
     document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
 
     @app.exception_handler(TidelogError)

@@ -74,7 +74,8 @@ def test_every_api_module_follows_the_shape() -> None:
         "alter_client_quotas", "alter_configs", "alter_partition", "cleaner_status", "controlled_shutdown",
         "create_partitions", "create_topic", "delete_group", "delete_topic", "describe_client_quotas",
         "describe_cluster", "describe_group", "describe_topic", "effective_quotas", "elect_leaders",
-        "list_groups", "list_topics", "reset_offsets"])
+        "list_groups", "list_topics", "reset_offsets",
+        "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"])
 
 
 #: (method, route, url, body, API function): one row per REST route.
@@ -99,6 +100,12 @@ ROUTES = [
     ("PATCH", "/v1/topics/{name}/configs", "/v1/topics/t1/configs", {"configs": {"retention.ms": "1000"}},
      "alter_configs"),
     ("POST", "/v1/topics/{name}/partitions", "/v1/topics/t1/partitions", {"partitions": 4}, "create_partitions"),
+    ("GET", "/v1/transactions", "/v1/transactions?state=Ongoing", None, "list_transactions"),
+    ("GET", "/v1/transactions/hanging", "/v1/transactions/hanging?topic=t1", None, "find_hanging"),
+    ("GET", "/v1/transactions/producers", "/v1/transactions/producers?topic=t1&partition=0", None, "describe_producers"),
+    ("POST", "/v1/transactions/abort", "/v1/transactions/abort", {"topic": "t1", "partition": 0, "start_offset": 5},
+     "abort_transaction"),
+    ("GET", "/v1/transactions/{transactional_id}", "/v1/transactions/tx1", None, "describe_transaction"),
 ]
 
 
