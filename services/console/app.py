@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from services.console import groups, messages, overview, quotas, topics
+from services.console import groups, messages, overview, quotas, topics, transactions
 from services.console.logs import LogReader, RecordSender
 from services.console.metrics import MetricsSampler
 from services.console.upstream import RestApi, UpstreamError
@@ -62,7 +62,7 @@ def create_app(config: ConsoleConfig) -> FastAPI:
     app.state.lag_watch = groups.LagWatch()
     app.state.metrics = MetricsSampler(lambda: _brokers(app.state.rest), config.metrics_interval_s)
     app.mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static")
-    for module in (overview, topics, messages, groups, quotas):
+    for module in (overview, topics, messages, groups, transactions, quotas):
         app.include_router(module.router)
 
     @app.middleware("http")

@@ -111,3 +111,19 @@ class RestApi:
 
     async def cleaner(self) -> list[dict[str, Any]]:
         return await self.call("GET", "/v1/cleaner")
+
+    async def transactions(self, states: list[str]) -> list[dict[str, Any]]:
+        params = [("state", s) for s in states]
+        return (await self.call("GET", "/v1/transactions", params=params))["transactions"]
+
+    async def transaction(self, transactional_id: str) -> dict[str, Any]:
+        return await self.call("GET", f"/v1/transactions/{seg(transactional_id)}")
+
+    async def hanging_transactions(self, topic: str, max_transaction_timeout_ms: int | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"topic": topic}
+        if max_transaction_timeout_ms is not None:
+            params["max_transaction_timeout_ms"] = max_transaction_timeout_ms
+        return await self.call("GET", "/v1/transactions/hanging", params=params)
+
+    async def abort_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.call("POST", "/v1/transactions/abort", json=body)

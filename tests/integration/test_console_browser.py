@@ -1,9 +1,10 @@
 """The web console in a real browser (Debian's chromium driven by Playwright) against one live cluster
 started as `tidelog up` starts it (LocalCluster with a console): an operator's round trip through the pages
 (create a topic, produce, find the record with the filter, live tail receives a record produced by the CLI,
-a group's lag and an offset reset with its dry run, a quota edited, the topic deleted), record contents
-that cannot inject markup, large and binary values shown escaped and cut, nothing loaded from another
-origin, and an axe-core accessibility check on every page.
+a group's lag and an offset reset with its dry run, a quota edited, a real transaction listed Ongoing then
+CompleteCommit, the topic deleted), record contents that cannot inject markup, large and binary values
+shown escaped and cut, nothing loaded from another origin, and an axe-core accessibility check on every
+page.
 
 The tests of this module run in order on one module-scoped cluster (they build on each other's topic)."""
 
@@ -29,6 +30,7 @@ from tests.conftest import REPO, Cluster, start_cluster, wait_for
 CHROMIUM = "/usr/bin/chromium"  # Debian's package, installed by scripts/setup.sh
 TOPIC = "console-orders"
 GROUP = "console-group"
+TXN = "console-txn"
 ENV = {"TIDELOG_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "3000", "TIDELOG_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "250",
        "TIDELOG_CONSOLE_METRICS_INTERVAL_MS": "500"}
 
@@ -221,7 +223,7 @@ def test_group_lag_dry_run_and_reset(page: Page, console: str, bootstrap: str) -
     page.goto(f"{console}/groups")
     expect(page.locator("#groups")).to_contain_text(GROUP)
     page.goto(f"{console}/groups/{GROUP}")
-    wait_for(lambda: page.reload() or page.locator("#group-state").inner_text() == "Empty", 20, what="an empty group")
+    wait_for(lambda: (page.reload(), page.locator("#group-state").inner_text())[1] == "Empty", 20, what="an empty group")
     expect(page.locator("#lag tbody tr")).to_have_count(3)
     page.select_option("#r-to", "earliest")
     page.fill("#r-topic", TOPIC)
@@ -326,12 +328,46 @@ def test_compaction_lists_a_compacted_log_with_its_dirty_ratio_and_last_cleaning
     assert log["last_cleaned_ms"] is None and 0 <= log["dirty_ratio"] <= 1
 
 
+def test_transactions_list_a_real_transaction_ongoing_then_committed(page: Page, console: str, bootstrap: str) -> None:
+    with Producer(bootstrap, transactional_id=TXN, linger_ms=0) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(TOPIC, b"in-a-transaction", partition=1).get(10)  # left open while the page looks
+        page.goto(console + "/transactions")
+        page.select_option("#state", "Ongoing")
+        page.click("#txn-filter button")
+        row = page.locator("#transactions tbody tr", has_text=TXN)
+        expect(row.locator("td.state")).to_have_text("Ongoing")
+        row.get_by_role("link", name=TXN).click()
+        page.wait_for_url(f"{console}/transactions/{TXN}")
+        expect(page.locator("#txn-state")).to_have_text("Ongoing")
+        expect(page.locator("#txn-partitions tbody tr")).to_have_count(1)
+        expect(page.locator("#txn-partitions tbody tr").first).to_contain_text("1")
+        expect(page.locator("#txn-partitions").get_by_role("link", name=TOPIC)).to_have_attribute("href", f"/topics/{TOPIC}")
+        api = httpx.get(f"{console}/api/transactions/{TXN}", timeout=10).json()["transaction"]
+        assert api["state"] == "Ongoing" and api["topic_partitions"] == [f"{TOPIC}-1"]
+        assert page.locator("#txn-producer-id").inner_text() == str(api["producer_id"])
+        p.commit_transaction()
+    page.goto(console + "/transactions")
+    state = page.locator("#transactions tbody tr", has_text=TXN).locator("td.state")
+    wait_for(lambda: (page.reload(), state.inner_text())[1] == "CompleteCommit", 10, what="CompleteCommit")
+    listed = httpx.get(console + "/api/transactions", params={"state": "CompleteCommit"}, timeout=10).json()
+    assert TXN in [t["transactional_id"] for t in listed["transactions"]]
+    # Find hanging: nothing hangs on the topic; an unknown topic is refused by its Kafka name.
+    page.fill("#h-topic", TOPIC)
+    page.click("#find-hanging button")
+    expect(page.locator("#hanging tbody")).to_contain_text(f"No hanging transaction on {TOPIC}")
+    page.fill("#h-topic", "no-such-topic")
+    page.click("#find-hanging button")
+    expect(page.locator(".error .code")).to_have_text("UNKNOWN_TOPIC_OR_PARTITION")
+
+
 def test_every_page_passes_axe_without_serious_violations(page: Page, console: str) -> None:
     axe = Axe()  # axe-playwright-python ships axe-core's axe.min.js
     problems: dict[str, Any] = {}
     for path in ("/", "/brokers", "/topics", f"/topics/{TOPIC}", f"/topics/{TOPIC}/messages?partition=0&mode=start",
                  f"/topics/{TOPIC}/record?partition=0&offset=0", "/groups", f"/groups/{GROUP}", "/quotas",
-                 "/compaction"):
+                 "/compaction", f"/transactions?topic={TOPIC}", f"/transactions/{TXN}"):
         page.goto(console + path)
         found = axe.run(page).response["violations"]
         bad = [(v["id"], v["impact"], [(n["target"], n.get("failureSummary")) for n in v["nodes"]][:5]) for v in found if v["impact"] in ("serious", "critical")]

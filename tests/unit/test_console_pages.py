@@ -1,15 +1,21 @@
 """The console's page logic without a cluster: the message browser's paging over a fake log (one
 partition and all, forward, back, from the end, with a filter), the messages query string, the forms'
-parsing (configs, offset resets, quotas, produced records), the lag sparkline, and the console's boundary
-(it imports nothing that reaches etcd or another service's internals)."""
+parsing (configs, offset resets, quotas, produced records, transaction aborts), the lag sparkline, the
+transactions pages (a transactional id with markup shown escaped; a hanging transaction aborted only after
+its producer id is typed, against a fake REST API), and the console's boundary (it imports nothing that
+reaches etcd or another service's internals)."""
 
 from __future__ import annotations
 
 import ast
 import os
+from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 
+from services.console import transactions as transactions_page
 from services.console.browse import Query, browse, parse_timestamp
 from services.console.display import encode_cursor
 from services.console.groups import LagWatch, reset_body, sparkline
@@ -17,6 +23,8 @@ from services.console.logs import ReadResult
 from services.console.messages import record_to_send
 from services.console.quotas import alteration, entity_label
 from services.console.topics import parse_configs
+from services.console.transactions import STATES, abort_body, hanging_query, split_partition
+from services.console.upstream import UpstreamError
 from services.console.web import templates
 from shared.records.record import Record
 from shared.types import TopicPartition
@@ -223,3 +231,88 @@ def test_compaction_page_shows_each_logs_last_cleaning() -> None:
     assert "<th scope=\"col\">Last cleaned</th>" in page
     assert "2023-11-14 22:13:20.123Z" in page
     assert page.count(">never</td>") == 2 and "&lt;b&gt;-0" in page
+
+
+MARKUP_ID = '"><script>window.__pwned = 1</script><b id="x">'
+
+
+def test_transactions_pages_escape_a_transactional_id_with_markup() -> None:
+    row = {"transactional_id": MARKUP_ID, "coordinator": "coordinator-1", "producer_id": 4000, "state": "Ongoing"}
+    hanging = {"max_transaction_timeout_ms": 900000, "hanging": [
+        {"topic": "t<i>", "partition": 2, "producer_id": 7, "producer_epoch": 1, "coordinator_epoch": 0,
+         "start_offset": 42, "last_timestamp": 1_700_000_000_123, "duration_ms": 5}]}
+    d = {"states": ["Ongoing"], "transactions": [row], "hanging": hanging, "search": ("t<i>", None), "error": None}
+    page = templates().get_template("transactions.html").render(path="/transactions", title="Transactions", d=d,
+                                                                 all_states=STATES, error=None, done=None)
+    assert "<script>window" not in page and 'id="x"' not in page
+    assert "&#34;&gt;&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert 'href="/transactions/%22%3E%3Cscript%3E' in page  # the link's path escaped too
+    assert '<option value="Ongoing" selected>' in page and 'aria-current="page">Transactions</a>' in page
+    assert "t&lt;i&gt;-2" in page and 'name="producer_id" value="7"' in page and "2023-11-14 22:13:20.123Z" in page
+    described = {"transactional_id": MARKUP_ID, "coordinator": "coordinator-1", "producer_id": 4000,
+                 "producer_epoch": 3, "state": "Ongoing", "transaction_timeout_ms": 60000,
+                 "transaction_start_time_ms": 1_700_000_000_123, "topic_partitions": ["orders-1", "a-b-10"]}
+    parts = [{"name": n, "topic": split_partition(n)[0], "partition": split_partition(n)[1]}
+             for n in described["topic_partitions"]]
+    page = templates().get_template("transaction.html").render(
+        path="/transactions/x", title=f"Transaction {MARKUP_ID}",
+        d={"transaction": described, "running_ms": 1500, "partitions": parts})
+    assert "<script>window" not in page and 'id="x"' not in page and "&lt;script&gt;" in page
+    assert '<a href="/topics/a-b">a-b</a></td><td>10</td>' in page and "(running for 1.5 s)" in page
+
+
+def test_transaction_forms() -> None:
+    assert split_partition("a-b-10") == ("a-b", 10) and split_partition("odd") == ("odd", None)
+    assert hanging_query({"topic": " t "}) == ("t", None) and hanging_query({"topic": ""}) is None
+    assert hanging_query({"topic": "t", "max_transaction_timeout_ms": "0"}) == ("t", 0)
+    row = {"topic": "t", "partition": "2", "producer_id": "7", "producer_epoch": "1", "coordinator_epoch": "-1"}
+    assert abort_body({**row, "confirm": " 7 "}) == {"topic": "t", "partition": 2, "producer_id": 7,
+                                                     "producer_epoch": 1, "coordinator_epoch": -1}
+    for bad in ({**row, "confirm": "8"}, {**row, "confirm": ""}, {**row, "partition": "x", "confirm": "7"},
+                {**row, "topic": "", "confirm": "7"}):
+        with pytest.raises(ValueError):
+            abort_body(bad)
+    with pytest.raises(ValueError):
+        hanging_query({"topic": "t", "max_transaction_timeout_ms": "soon"})
+
+
+class FakeTxnRest:
+    """The REST routes of the transactions page: one hanging transaction on ``t`` until it is aborted."""
+
+    def __init__(self) -> None:
+        self.aborted: list[dict[str, Any]] = []
+
+    async def transactions(self, states: list[str]) -> list[dict[str, Any]]:
+        return []
+
+    async def hanging_transactions(self, topic: str, max_ms: int | None = None) -> dict[str, Any]:
+        if topic != "t":
+            raise UpstreamError("UNKNOWN_TOPIC_OR_PARTITION", f"unknown topic {topic!r}", 404)
+        rows = [] if self.aborted else [{"topic": "t", "partition": 0, "producer_id": 7, "producer_epoch": 1,
+                                         "coordinator_epoch": -1, "start_offset": 3, "last_timestamp": -1,
+                                         "duration_ms": None}]
+        return {"max_transaction_timeout_ms": 900000 if max_ms is None else max_ms, "hanging": rows}
+
+    async def abort_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.aborted.append(body)
+        return {**body, "aborted": True}
+
+
+def test_abort_a_hanging_transaction_only_after_typing_its_producer_id() -> None:
+    app = FastAPI()
+    app.state.rest, app.state.templates = FakeTxnRest(), templates()
+    app.include_router(transactions_page.router)
+    client = TestClient(app)
+    page = client.get("/transactions", params={"topic": "t"})
+    assert page.status_code == 200 and 'id="hanging"' in page.text and 'for="abort-confirm-1"' in page.text
+    row = {"topic": "t", "partition": "0", "producer_id": "7", "producer_epoch": "1", "coordinator_epoch": "-1",
+           "max_transaction_timeout_ms": "900000"}
+    refused = client.post("/transactions/abort", data={**row, "confirm": "70"})
+    assert refused.status_code == 400 and '<strong class="code">INVALID_REQUEST</strong>' in refused.text
+    assert app.state.rest.aborted == [] and 'id="abort-confirm-1"' in refused.text  # the row still offered
+    done = client.post("/transactions/abort", data={**row, "confirm": "7"}, follow_redirects=True)
+    assert app.state.rest.aborted == [{"topic": "t", "partition": 0, "producer_id": 7, "producer_epoch": 1,
+                                       "coordinator_epoch": -1}]
+    assert "Aborted the transaction of producer 7 on t-0." in done.text and "No hanging transaction on t" in done.text
+    unknown = client.get("/transactions", params={"topic": "nope"})
+    assert unknown.status_code == 404 and '<strong class="code">UNKNOWN_TOPIC_OR_PARTITION</strong>' in unknown.text
