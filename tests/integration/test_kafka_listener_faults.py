@@ -57,7 +57,7 @@ from tests.integration.kafka_util import (
 INIT_PRODUCER_ID = 22
 INVALID_RECORD = 87
 #: What the data path serves today (ApiVersions answers at least these; group and admin APIs come next).
-DATA_PATH_VERSIONS = {18: (0, 4), 3: (1, 12), 0: (3, 11), 1: (4, 15), 2: (1, 8), 10: (0, 4), 22: (0, 4)}
+DATA_PATH_VERSIONS = {18: (0, 4), 3: (1, 12), 0: (3, 11), 1: (4, 15), 2: (1, 8), 10: (0, 4), 22: (0, 5)}
 IDLE_MS = 1000
 BASE_ENV = {"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
 

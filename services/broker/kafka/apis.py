@@ -58,6 +58,7 @@ class KafkaApis:
         self.pipeline = pipeline
         self.fetch_sessions: Any = None  # services.broker.kafka.fetch.FetchSessions
         self.groups: Any = None  # services.broker.kafka.group_routing.CoordinatorRouter
+        self.txn: Any = None  # services.broker.kafka.group_routing.TxnRouter (made on first use)
         self.consumer_members: Any = None  # services.broker.kafka.groups_consumer.MemberCache
         self._ids_view: Any = None
         self._ids: tuple[dict[uuid.UUID, str], dict[str, uuid.UUID]] = ({}, {})
@@ -95,6 +96,8 @@ class KafkaApis:
     async def close(self) -> None:
         if self.groups is not None:
             await self.groups.close()
+        if self.txn is not None:
+            await self.txn.close()
 
     def api_versions(self) -> list[dict[str, int]]:
         return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.versions.items())]

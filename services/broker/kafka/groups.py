@@ -143,9 +143,11 @@ async def handle_offset_commit(apis: KafkaApis, req: RequestFrame, ctx: RequestC
         for p in t.partitions]} for t in b.topics]}, 0
 
 
-async def _offset_fetch(apis: KafkaApis, group_id: str, topics: Any) -> dict[str, Any]:
-    """One group's committed offsets as Kafka's response group (topics None: every committed partition)."""
-    request = cpb.OffsetFetchRequest(group_id=group_id, partitions=[
+async def _offset_fetch(apis: KafkaApis, group_id: str, topics: Any, require_stable: bool = False) -> dict[str, Any]:
+    """One group's committed offsets as Kafka's response group (topics None: every committed partition).
+    ``require_stable`` (v7+, KIP-447): a partition with a transaction's offset commit pending answers
+    UNSTABLE_OFFSET_COMMIT (retriable) instead of an offset."""
+    request = cpb.OffsetFetchRequest(group_id=group_id, require_stable=require_stable, partitions=[
         cpb.TopicPartitions(topic=t.name, partitions=list(t.partition_indexes)) for t in topics or ()])
     try:
         r = await _router(apis).call(group_id, "OffsetFetch", request)
@@ -163,16 +165,17 @@ async def _offset_fetch(apis: KafkaApis, group_id: str, topics: Any) -> dict[str
             c = found.get((name, p))
             entries.append({"partition_index": p, "committed_offset": c.committed_offset if c else -1,
                             "committed_leader_epoch": c.committed_leader_epoch if c else -1,
-                            "metadata": (c.metadata if c else "") or "", "error_code": 0})
+                            "metadata": (c.metadata if c else "") or "", "error_code": c.error_code if c else 0})
         out.append({"name": name, "partitions": entries})
     return {"group_id": group_id, "error_code": 0, "topics": out}
 
 
 async def handle_offset_fetch(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     b = req.body
+    stable = bool(getattr(b, "require_stable", False))
     if req.api.version >= 8:
-        return {"groups": [await _offset_fetch(apis, g.group_id, g.topics) for g in b.groups]}, 0
-    g = await _offset_fetch(apis, b.group_id, b.topics)
+        return {"groups": [await _offset_fetch(apis, g.group_id, g.topics, stable) for g in b.groups]}, 0
+    g = await _offset_fetch(apis, b.group_id, b.topics, stable)
     if g["error_code"] and req.api.version < 2:  # v0-1 have no top-level error: every partition carries it
         return {"topics": [{"name": t.name, "partitions": [
             {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": g["error_code"]}

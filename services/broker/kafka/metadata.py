@@ -1,4 +1,5 @@
-"""Metadata (3), ListOffsets (2), InitProducerId (22) and FindCoordinator (10) on the Kafka door.
+"""Metadata (3), ListOffsets (2) and FindCoordinator (10) on the Kafka door (InitProducerId, 22, is in
+``transactions``).
 
 Metadata lists the brokers by their Kafka listeners, topics with their ids (v10+), and creates a
 missing topic when the request allows it (v4+; always before) and ``auto.create.topics.enable`` is on
@@ -19,7 +20,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from services.broker.api import init_producer_id as init_producer_id_api
 from services.broker.api import list_offsets as list_offsets_api
 from services.broker.api import metadata as metadata_api
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
@@ -34,11 +34,10 @@ from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-METADATA, LIST_OFFSETS, FIND_COORDINATOR, INIT_PRODUCER_ID = 3, 2, 10, 22
+METADATA, LIST_OFFSETS, FIND_COORDINATOR = 3, 2, 10
 METADATA_VERSIONS = (1, 12)
 LIST_OFFSETS_VERSIONS = (1, 8)
 FIND_COORDINATOR_VERSIONS = (0, 4)
-INIT_PRODUCER_ID_VERSIONS = (0, 4)
 
 # AclOperation codes (READ 3 ... ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): every operation is allowed until ACLs exist.
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -136,13 +135,6 @@ async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestCo
             "partition_index": a.tp.partition, "error_code": int(a.error), "timestamp": a.timestamp,
             "offset": a.offset, "leader_epoch": a.leader_epoch})
     return {"topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}, 0
-
-
-async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
-    # A transactional producer is refused at its first step until transactions exist.
-    a = await init_producer_id_api.init_producer_id(apis.broker, req.body.transactional_id,
-                                                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    return {"error_code": int(a.error), "producer_id": a.producer_id, "producer_epoch": a.producer_epoch}, 0
 
 
 def coordinator_node(apis: KafkaApis, group_id: str, topic_name: str = OFFSETS_TOPIC) -> int:

@@ -1,5 +1,6 @@
 """Produce (API key 0) on the Kafka door: the received batches go to the request layer as the bytes
-they arrived in (never decoded into records and re-encoded); acks=0 gets no response, as Kafka."""
+they arrived in (never decoded into records and re-encoded); acks=0 gets no response, as Kafka.
+A transactional produce is verified with the transaction coordinator first (``txn_verify``, KIP-890)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from shared.records.header import ATTR_COMPRESSION_MASK, peek_attributes, whole_
 from shared.types import TopicPartition
 
 API_KEY = 0
-VERSIONS = (3, 11)  # v12 (KIP-890 part 2: implicit AddPartitionsToTxn) comes with transactions
+VERSIONS = (3, 11)  # v12 (KIP-890 part 2: the leader adds the partition to the transaction) is not claimed
+#: The first Produce version whose clients know TRANSACTION_ABORTABLE (KIP-890); before it, INVALID_TXN_STATE.
+ABORTABLE_SINCE = 11
 
 
 async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
@@ -22,15 +25,11 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
     acks = int(body.acks)
     data = [(TopicPartition(t.name, int(p.index)), p.records or b"")
             for t in body.topic_data for p in t.partition_data]
-    if body.transactional_id is not None:
-        # Transactions come with their own issue; until then a transactional produce is refused as a whole.
-        results = {tp: ProduceResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                                 "transactions are not supported by this broker yet")
-                   for tp, _ in data}
-        conn.close_after_reply = acks == 0
-        return (None if acks == 0 else _response(results)), 0
     timeout_ms = int(body.timeout.total_seconds() * 1000)
     refused = {tp: r for tp, records in data if (r := _version_rule(records, req.api.version)) is not None}
+    if body.transactional_id is not None:
+        refused.update(await _verify(apis, body.transactional_id, req.api.version,
+                                     [d for d in data if d[0] not in refused]))
     b = apis.broker
     pending = produce_api.append(b, ctx, produce_api.ProduceCall(acks, timeout_ms,
                                                                  [d for d in data if d[0] not in refused]))
@@ -44,6 +43,19 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
         conn.close_after_reply = any(r.error for r in results.values())
         return None, pending.throttle_ms
     return _response(results), pending.throttle_ms
+
+
+async def _verify(apis: KafkaApis, transactional_id: str, version: int,
+                  data: list[tuple[TopicPartition, bytes]]) -> dict[TopicPartition, ProduceResult]:
+    """KIP-890 part 1, as the gRPC door: a transaction's first batch on a partition is appended only once
+    the transaction coordinator confirms the partition is in the transaction (the client added it: these
+    versions are transactions V1, ``verify_only``). Refusals come back per partition."""
+    verifier = apis.broker.txn_verifier
+    if verifier is None or not data:
+        return {}
+    refused: dict[TopicPartition, ProduceResult] = await verifier.verify(
+        transactional_id, 1, data, abortable_known=version >= ABORTABLE_SINCE)
+    return refused
 
 
 def _version_rule(records: bytes, version: int) -> ProduceResult | None:

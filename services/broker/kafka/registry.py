@@ -19,6 +19,7 @@ from services.broker.kafka import (
     groups_consumer,
     metadata,
     produce,
+    transactions,
 )
 from services.broker.kafka.apis import KafkaApis, handle_api_versions
 from services.broker.kafka.group_routing import CoordinatorRouter
@@ -37,7 +38,6 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     apis.register(metadata.METADATA, metadata.METADATA_VERSIONS, metadata.handle_metadata)
     apis.register(metadata.LIST_OFFSETS, metadata.LIST_OFFSETS_VERSIONS, metadata.handle_list_offsets)
     apis.register(metadata.FIND_COORDINATOR, metadata.FIND_COORDINATOR_VERSIONS, metadata.handle_find_coordinator)
-    apis.register(metadata.INIT_PRODUCER_ID, metadata.INIT_PRODUCER_ID_VERSIONS, metadata.handle_init_producer_id)
     admin_topics.register(apis)
     admin_configs.register(apis)
     admin_cluster.register(apis)
@@ -46,4 +46,5 @@ def kafka_apis(broker: BrokerApi) -> KafkaApis:
     admin_records.register(apis)
     groups.register(apis)
     groups_consumer.register(apis)
+    transactions.register(apis)
     return apis
