@@ -84,7 +84,7 @@ class CleanerJobs:
     def acquire(self, worker: str) -> Lease[JobPayload] | None:
         now = self.clock()
         logs = self.compacted()
-        states = [log_state(p.log, name, p.high_watermark) for name, (_, p) in logs.items()]
+        states = [log_state(p.log, name, p.high_watermark, p.last_stable_offset) for name, (_, p) in logs.items()]
         chosen = choose_filthiest(states, now, self.board.busy(now))
         if chosen is None:
             return None
@@ -177,7 +177,7 @@ class CleanerJobs:
                           started_ms=lease.started_ms, lease_deadline_ms=lease.deadline_ms)
         self.forget_gone_logs()
         for name, (tp, p) in sorted(self.compacted().items(), key=lambda item: (item[1][0].topic, item[1][0].partition)):
-            c = assess(log_state(p.log, name, p.high_watermark), now)
+            c = assess(log_state(p.log, name, p.high_watermark, p.last_stable_offset), now)
             last = self.last_cleaned.get(tp)
             resp.logs.add(log=name, dirty_ratio=c.dirty_ratio, compaction_delay_ms=c.compaction_delay_ms,
                           first_dirty=c.first_dirty, first_uncleanable=c.first_uncleanable, size_bytes=p.log.size,
@@ -205,7 +205,9 @@ class CleanerServicer(cgrpc.LogCleanerServicer):
             now_ms=job.now_ms, delete_retention_ms=job.delete_retention_ms, segment_bytes=job.segment_bytes,
             dedupe_buffer_bytes=job.dedupe_buffer_bytes, producer_last_offsets=sorted(job.producer_last_offsets),
             segment_bases=[s.base_offset for s in job.segments], lease_deadline_ms=lease.deadline_ms,
-            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes, hash_seed=job.hash_seed)
+            lease_ms=self.jobs.board.lease_ms, total_bytes=job.total_bytes, hash_seed=job.hash_seed,
+            aborted_txns=[cpb.AbortedTxnRange(producer_id=a.producer_id, first_offset=a.first_offset,
+                                              last_offset=a.last_offset) for a in job.aborted_txns])
 
     async def ReadSegments(self, request: cpb.ReadSegmentsRequest, context: grpc.aio.ServicerContext
                            ) -> AsyncIterator[bytes]:

@@ -1,7 +1,8 @@
 """A cleaner worker's job loop: find brokers in etcd, lease a job, clean it, send the result back.
 
 Stateless: everything a job needs comes from the broker (the segments and the decisions it
-made: range, time, delete retention, segment size, map size, producers' last batches). The
+made: range, time, delete retention, segment size, map size, producers' last batches, the
+aborted transactions of its abort indexes). The
 lease is renewed every third of its length while the cleaning runs in a thread; when the
 broker says the lease is gone, the work is dropped. Only translation and I/O live here; the
 cleaning is ``shared.compaction.cleaning.clean``.
@@ -20,6 +21,7 @@ import grpc
 
 from services.cleaner.throttle import Throttler
 from shared.compaction.cleaning import CleanJob, CleanResult, SegmentData, clean
+from shared.compaction.txn import AbortedRange
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto.cleaner_wire import WireError, encode_cleaned_chunk, read_segment_chunk
@@ -39,7 +41,9 @@ def job_from(resp: cpb.AcquireJobResponse, segments: Iterable[SegmentData]) -> C
     return CleanJob(tuple(segments), resp.first_dirty, resp.end, resp.now_ms,
                     delete_retention_ms=resp.delete_retention_ms, segment_bytes=resp.segment_bytes,
                     dedupe_buffer_bytes=resp.dedupe_buffer_bytes,
-                    producer_last_offsets=frozenset(resp.producer_last_offsets), hash_seed=resp.hash_seed)
+                    producer_last_offsets=frozenset(resp.producer_last_offsets), hash_seed=resp.hash_seed,
+                    aborted_txns=tuple(AbortedRange(a.first_offset, a.last_offset, a.producer_id)
+                                       for a in resp.aborted_txns))
 
 
 async def throttle(throttler: Throttler, n: int) -> None:

@@ -19,6 +19,11 @@ Each segment is scanned once (``scan``: records as numpy columns, keys hashed on
 and the retain decisions work on whole segments at a time, so no Python step is made per
 record except for the records a partly kept batch is rebuilt from.
 
+Transactions (``txn.plan_transactions``, walked over the job's batch headers first, with the
+broker's abort index entries in ``aborted_txns``): records of aborted transactions go, are never
+put in the offset map, and their batch stays empty only as its producer's last; markers stay
+while data of their transaction is left, then get a delete horizon, then go after it.
+
 No gRPC, no files, no clocks: the job carries ``now_ms``.
 """
 
@@ -33,6 +38,7 @@ import numpy as np
 from shared.compaction.codec import BatchHeader, encode_empty, encode_kept, read_headers_unchecked
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES, OffsetMap, buffer_bytes_for
 from shared.compaction.scan import SegmentScan, scan_segment
+from shared.compaction.txn import EMPTY_PLAN, AbortedRange, MarkerAction, TxnPlan, plan_transactions
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -67,6 +73,12 @@ class CleanJob:
     dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES  # log.cleaner.dedupe.buffer.size
     producer_last_offsets: frozenset[int] = frozenset()  # last offset of each producer's last batch
     hash_seed: int = 0  # the offset map's key-hash seed (the broker draws one per job)
+    aborted_txns: tuple[AbortedRange, ...] = ()  # abort index entries overlapping [log start, end)
+
+    def txn_plan(self) -> TxnPlan:
+        """What becomes of this job's transactional batches and markers (``txn.plan_transactions``)."""
+        return plan_transactions(self.segments, self.aborted_txns, self.end, self.now_ms, self.delete_retention_ms,
+                                 self.producer_last_offsets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +145,14 @@ class RetainRule:
     offsets: OffsetMap
     map_end: int
     now_ms: int
+    txn: TxnPlan = field(default_factory=TxnPlan)
 
     def keep_mask(self, sc: SegmentScan) -> np.ndarray:
         """One flag per record of ``sc``: kept or not. Above ``map_end`` nothing is known to
         supersede a record; below it a record goes when it has no key (a compacted log cannot place
         it), when a later record has its key, or when it is a tombstone past its delete horizon.
-        Control batches are kept whole."""
+        Records of aborted transactions go wherever they are; control batches are kept whole unless
+        the transaction plan drops them."""
         keep = sc.offsets >= self.map_end
         below = ~keep & ~sc.key_null
         rows = np.flatnonzero(below)
@@ -150,36 +164,45 @@ class RetainRule:
         control = np.array([h.is_control for h in heads], bool)
         counts = np.diff(sc.first)
         live &= ~(sc.value_null & np.repeat(expired, counts))
-        return keep | live | np.repeat(control, counts)
+        kept = keep | live | np.repeat(control, counts)
+        if not self.txn.empty:
+            gone = np.array([h.base_offset in self.txn.aborted_batches
+                             or (h.is_control and self.txn.marker(h.base_offset) is MarkerAction.DROP)
+                             for h in heads], bool)
+            kept &= ~np.repeat(gone, counts)
+        return kept
 
 
-def _dirty_rows(sc: SegmentScan, first_dirty: int, end: int) -> tuple[list[int], np.ndarray]:
-    """The batches (indexes) the map pass reads from this segment, and the mask of their keyed records."""
+def _dirty_rows(sc: SegmentScan, first_dirty: int, end: int, aborted: set[int]) -> tuple[list[int], np.ndarray]:
+    """The batches (indexes) the map pass reads from this segment, and the mask of their keyed records
+    (none of control batches nor of ``aborted`` ones)."""
     heads = sc.headers
     picked = [b for b, h in enumerate(heads) if h.base_offset < end and h.last_offset >= first_dirty]
     counts = np.diff(sc.first)
     use = np.zeros(len(heads), bool)
-    use[[b for b in picked if not heads[b].is_control]] = True
+    use[[b for b in picked if not heads[b].is_control and heads[b].base_offset not in aborted]] = True
     return picked, np.repeat(use, counts) & ~sc.key_null
 
 
 def build_offset_map(segments: Sequence[SegmentData], first_dirty: int, end: int, offsets: OffsetMap,
-                     scans: Scans | None = None) -> int:
-    """Fill ``offsets`` from the dirty section; return ``map_end`` (first offset not covered).
+                     scans: Scans | None = None, aborted: set[int] | None = None) -> int:
+    """Fill ``offsets`` from the dirty section; return ``map_end`` (first offset not covered). Batches
+    whose base offset is in ``aborted`` (aborted transactions' data) are not mapped.
 
     A segment whose records all fit goes into the map in one step; otherwise batch by batch,
     stopping before the first batch that might not fit (Kafka's check, by record count)."""
     scans = scans or Scans()
+    aborted = aborted or set()
     map_end = first_dirty
     for seg in segments:
         if seg.base_offset >= end:
             break
         sc = scans.of(seg)
-        picked, rows = _dirty_rows(sc, first_dirty, end)
+        picked, rows = _dirty_rows(sc, first_dirty, end, aborted)
         if not picked:
             continue
         heads = sc.headers
-        data_batches = [b for b in picked if not heads[b].is_control]
+        data_batches = [b for b in picked if not heads[b].is_control and heads[b].base_offset not in aborted]
         needed = sum(heads[b].records_count for b in data_batches)
         if offsets.room_for(needed):
             idx = np.flatnonzero(rows)
@@ -188,7 +211,7 @@ def build_offset_map(segments: Sequence[SegmentData], first_dirty: int, end: int
             continue
         for b in picked:
             h = heads[b]
-            if not h.is_control:
+            if not h.is_control and h.base_offset not in aborted:
                 if not offsets.room_for(h.records_count):
                     if offsets.size == 0:
                         raise OffsetMapTooSmallError(
@@ -228,13 +251,13 @@ def _horizon(h: BatchHeader, tombstones_kept: int, now_ms: int, delete_retention
     return None
 
 
-def clean_scan(sc: SegmentScan, keep: np.ndarray, job: CleanJob, out: bytearray) -> int:
+def clean_scan(sc: SegmentScan, keep: np.ndarray, job: CleanJob, out: bytearray, txn: TxnPlan = EMPTY_PLAN) -> int:
     """Append the kept part of every batch of ``sc`` to ``out``; return the records kept.
 
     A batch that keeps all its records and needs no new delete horizon is copied byte for byte; a
     batch that keeps some is rebuilt from the kept records' byte spans (``codec.encode_kept``); a
     producer's last batch that keeps none stays empty (``codec.encode_empty``); control batches
-    stay as they are."""
+    stay as they are, or are given their delete horizon, or go, as ``txn`` says."""
     ck = np.concatenate(([0], np.cumsum(keep)))
     ct = np.concatenate(([0], np.cumsum(keep & sc.value_null)))
     first = sc.first
@@ -244,7 +267,13 @@ def clean_scan(sc: SegmentScan, keep: np.ndarray, job: CleanJob, out: bytearray)
     for b, h in enumerate(sc.headers):
         k = kept_per[b]
         if h.is_control:
-            out += sc.raw(b)
+            action = txn.marker(h.base_offset)
+            if action is MarkerAction.KEEP:
+                out += sc.raw(b)
+            elif action is MarkerAction.SET_HORIZON:
+                rows = np.arange(int(first[b]), int(first[b + 1]))
+                timestamps, keys, values, hdrs = sc.columns(rows)
+                out += encode_kept(h, sc.offsets[rows].tolist(), timestamps, keys, values, hdrs, txn.delete_horizon_ms)
             total += k
             continue
         if not k:
@@ -271,7 +300,7 @@ def clean_group(group: Sequence[SegmentData], rule: RetainRule, job: CleanJob, s
         stats.bytes_read += seg.size
         sc = scans.of(seg)
         stats.records_read += len(sc)
-        stats.records_kept += clean_scan(sc, rule.keep_mask(sc), job, out)
+        stats.records_kept += clean_scan(sc, rule.keep_mask(sc), job, out, rule.txn)
         scans.release(seg)
     stats.bytes_written += len(out)
     return bytes(out)
@@ -303,9 +332,10 @@ def map_for(job: CleanJob, end: int) -> OffsetMap:
 def clean(job: CleanJob) -> CleanResult:
     """Run a whole job: map, group, recopy (each segment decoded and its keys hashed once)."""
     scans = Scans(job.hash_seed)
+    txn = job.txn_plan()
     offsets = map_for(job, job.end)
-    map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets, scans)
-    rule = RetainRule(offsets, map_end, job.now_ms)
+    map_end = build_offset_map(job.segments, job.first_dirty, job.end, offsets, scans, txn.aborted_batches)
+    rule = RetainRule(offsets, map_end, job.now_ms, txn)
     stats = CleanStats(map_entries=offsets.size, map_memory_bytes=offsets.memory_bytes)
     todo = cleaned_range(job, map_end)
     out = []

@@ -5,7 +5,8 @@ Batches are written through the project's one encoder, ``shared.records.builder.
 * ``encode_kept``: a batch rebuilt around the records compaction kept (given as columns), with
   the original base offset, lastOffsetDelta (offset deltas keep their gaps), producer id,
   epoch and base sequence, partition leader epoch, transactional flag, timestamp type and
-  compression codec; with a delete horizon, attribute bit 6 is set and ``baseTimestamp``
+  compression codec and control flag (a transaction marker keeps it); with a delete horizon,
+  attribute bit 6 is set and ``baseTimestamp``
   holds the horizon (record timestamp deltas are then relative to it), as Kafka's v2 format
   does; a LogAppendTime batch keeps its maxTimestamp;
 * ``encode_retained``: the same from ``Record`` objects (tests, tools);
@@ -50,7 +51,8 @@ def read_batches(data: bytes | memoryview) -> Iterator[tuple[int, BatchHeader, l
 def _builder(h: BatchHeader, delete_horizon_ms: int | None, compressed: bool) -> BatchBuilder:
     return BatchBuilder(
         h.compression if compressed else 0, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, transactional=h.is_transactional, timestamp_type=h.timestamp_type,
+        base_sequence=h.base_sequence, transactional=h.is_transactional, control=h.is_control,
+        timestamp_type=h.timestamp_type,
         partition_leader_epoch=h.partition_leader_epoch, delete_horizon_ms=delete_horizon_ms)
 
 

@@ -6,7 +6,8 @@ checkpoint and its configs; time comes in as ``now_ms``.
 * The dirty section starts at the cleaner checkpoint (the log start when the checkpoint is
   missing or out of range) and ends at the first uncleanable offset, the smallest of: the
   active segment's base; the base of the first segment holding records at or above the high
-  watermark; the base of the first segment with a record newer than ``min.compaction.lag.ms``.
+  watermark or the last stable offset (Kafka's first unstable offset: an open transaction's data
+  is never cleaned, its fate is not known yet); the base of the first segment with a record newer than ``min.compaction.lag.ms``.
   Only whole segments are ever cleaned.
 * dirty ratio = dirty bytes / (clean bytes + dirty bytes).
 * compaction delay: how long past ``max.compaction.lag.ms`` the oldest dirty record is.
@@ -42,6 +43,13 @@ class LogState:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    last_stable_offset: int | None = None  # the LSO (first unstable offset); None: the high watermark
+
+    @property
+    def stable_end(self) -> int:
+        """Offsets below this are decided: the high watermark, bounded by the first open transaction."""
+        lso = self.last_stable_offset
+        return self.high_watermark if lso is None else min(lso, self.high_watermark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ def first_uncleanable_offset(log: LogState, first_dirty: int, now_ms: int) -> in
     for s in segs[:-1]:
         if s.next_offset <= first_dirty:
             continue
-        if s.next_offset > log.high_watermark:
+        if s.next_offset > log.stable_end:
             limit = min(limit, s.base_offset)
             break
         if log.min_compaction_lag_ms > 0 and s.max_timestamp > now_ms - log.min_compaction_lag_ms:

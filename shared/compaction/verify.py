@@ -11,7 +11,12 @@ result (``CleanVerificationError``, naming the first problem) unless:
   that offset, and no record is kept that a later record of the same key supersedes below
   ``map_end`` (or that is keyless, or a tombstone past its delete horizon);
 * no record that must stay is missing, and a batch emptied of records stays only as its
-  producer's last batch.
+  producer's last batch;
+* transactions (the job's ``txn_plan``, from the broker's abort index entries): no record of an
+  aborted transaction is kept (nor mapped: an aborted value cannot have removed a committed one);
+  a marker is kept byte for byte, or given exactly the job's delete horizon once no data of its
+  transaction is left, and is missing only when the plan drops it (past its horizon, no data left);
+  the transactional and control flags of every batch are unchanged.
 
 Pure: bytes in, an exception or None out. Uses the cleaning core's own scan and retain rule, so
 a batch copied byte for byte is checked without decoding a record, and a rebuilt one record by
@@ -35,6 +40,7 @@ from shared.compaction.cleaning import (
 )
 from shared.compaction.offset_map import OffsetMap, buffer_bytes_for
 from shared.compaction.scan import SegmentScan, scan_segment
+from shared.compaction.txn import MarkerAction, TxnPlan
 from shared.errors import CorruptRecordError
 
 _SAME_BATCH = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")
@@ -104,8 +110,8 @@ def _same_records(orig: SegmentScan, kept: np.ndarray, got: SegmentScan, have: n
     return True
 
 
-def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob
-                 ) -> np.ndarray | None:
+def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, g: int, job: CleanJob,
+                 txn: TxnPlan) -> np.ndarray | None:
     """Check result batch ``g`` against original batch ``b``; return the original rows its records must
     equal (compared for all of a segment's batches at once by ``_compare_records``), or None."""
     oh, gh = orig.headers[b], got.headers[g]
@@ -115,13 +121,25 @@ def _check_batch(orig: SegmentScan, b: int, keep: np.ndarray, got: SegmentScan, 
             raise CleanVerificationError(f"{where}: {name} changed from {getattr(oh, name)} to {getattr(gh, name)}")
     if gh.records_count and gh.compression != oh.compression:
         raise CleanVerificationError(f"{where}: compression changed")
+    if gh.is_control != oh.is_control or gh.is_transactional != oh.is_transactional:
+        raise CleanVerificationError(f"{where}: its control or transactional flag changed")
     rows = _rows(orig, b)
     kept = rows[keep[rows]]
     same_bytes = orig.raw(b) == got.raw(g)
     if oh.is_control:
-        if not same_bytes:
-            raise CleanVerificationError(f"{where}: a control batch changed")
-        return None
+        action = txn.marker(oh.base_offset)
+        if action is MarkerAction.DROP:
+            raise CleanVerificationError(f"{where}: a marker past its delete horizon with no data left was kept")
+        if action is MarkerAction.KEEP:
+            if not same_bytes:
+                raise CleanVerificationError(f"{where}: a control batch changed")
+            return None
+        if not gh.has_delete_horizon or gh.base_timestamp != txn.delete_horizon_ms:
+            raise CleanVerificationError(f"{where}: a marker whose transaction has no data left needs the delete "
+                                         f"horizon {txn.delete_horizon_ms}")
+        return rows
+    if oh.base_offset in txn.aborted_batches and gh.records_count:
+        raise CleanVerificationError(f"{where}: keeps records of an aborted transaction")
     if not len(kept) and not (oh.producer_id >= 0 and oh.last_offset in job.producer_last_offsets):
         raise CleanVerificationError(f"{where}: an empty batch kept for no producer")
     if got.value_null[_rows(got, g)].any() and not gh.has_delete_horizon:
@@ -152,9 +170,12 @@ def _compare_records(orig: SegmentScan, got: SegmentScan, pending: list[tuple[in
                     f"(unexpected or changed at {extra[:5]}, missing {missing[:5]})")
 
 
-def _must_stay(sc: SegmentScan, b: int, keep: np.ndarray, job: CleanJob) -> None:
+def _must_stay(sc: SegmentScan, b: int, keep: np.ndarray, job: CleanJob, txn: TxnPlan) -> None:
     h = sc.headers[b]
-    if h.is_control or keep[_rows(sc, b)].any():
+    if h.is_control and txn.marker(h.base_offset) is not MarkerAction.DROP:
+        raise CleanVerificationError(f"marker at offset {h.base_offset} was dropped while data of its transaction "
+                                     "may remain or before its delete horizon")
+    if keep[_rows(sc, b)].any():
         raise CleanVerificationError(f"batch at offset {h.base_offset} is missing from the result")
     if h.producer_id >= 0 and h.last_offset in job.producer_last_offsets:
         raise CleanVerificationError(f"producer {h.producer_id}'s last batch at {h.base_offset} was dropped")
@@ -171,7 +192,7 @@ def _check_segment(cleaned: CleanedSegment, job: CleanJob, rule: RetainRule, sca
         pending: list[tuple[int, int, np.ndarray]] = []
         for b, oh in enumerate(orig.headers):
             if g < len(got.headers) and got.headers[g].base_offset == oh.base_offset:
-                kept = _check_batch(orig, b, keep, got, g, job)
+                kept = _check_batch(orig, b, keep, got, g, job, rule.txn)
                 if kept is not None:
                     pending.append((b, g, kept))
                 if got.headers[g].base_offset <= last_offset:
@@ -179,7 +200,7 @@ def _check_segment(cleaned: CleanedSegment, job: CleanJob, rule: RetainRule, sca
                 last_offset = got.headers[g].last_offset
                 g += 1
             else:
-                _must_stay(orig, b, keep, job)
+                _must_stay(orig, b, keep, job, rule.txn)
         _compare_records(orig, got, pending)
         scans.release(originals[base])
     if g < len(got.headers):
@@ -194,11 +215,12 @@ def verify_result(job: CleanJob, segments: Sequence[CleanedSegment], map_end: in
     offsets = OffsetMap(buffer_bytes_for(dirty_record_count(job.segments, job.first_dirty, map_end), 2**62))
     scans = Scans(job.hash_seed)
     try:
-        covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets, scans)
+        txn = job.txn_plan()
+        covered = build_offset_map(job.segments, job.first_dirty, map_end, offsets, scans, txn.aborted_batches)
     except Exception as exc:
         raise CleanVerificationError(f"cannot rebuild the offset map up to {map_end}: {exc}") from exc
     if covered < map_end:
         raise CleanVerificationError(f"the offset map cannot cover the dirty section up to {map_end}")
-    rule = RetainRule(offsets, map_end, job.now_ms)
+    rule = RetainRule(offsets, map_end, job.now_ms, txn)
     for cleaned in segments:
         _check_segment(cleaned, job, rule, scans)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ashared/proto/cleaner.proto\x12\x12tidelog.cleaner.v1\"&\n\x11\x41\x63quireJobRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\xce\x02\n\x12\x41\x63quireJobResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0b\n\x03log\x18\x03 \x01(\t\x12\x13\n\x0b\x66irst_dirty\x18\x04 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x03\x12\x0e\n\x06now_ms\x18\x06 \x01(\x03\x12\x1b\n\x13\x64\x65lete_retention_ms\x18\x07 \x01(\x03\x12\x15\n\rsegment_bytes\x18\x08 \x01(\x03\x12\x1b\n\x13\x64\x65\x64upe_buffer_bytes\x18\t \x01(\x03\x12\x1d\n\x15producer_last_offsets\x18\n \x03(\x03\x12\x15\n\rsegment_bases\x18\x0b \x03(\x03\x12\x19\n\x11lease_deadline_ms\x18\x0c \x01(\x03\x12\x10\n\x08lease_ms\x18\r \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x0e \x01(\x03\x12\x11\n\thash_seed\x18\x0f \x01(\x04\"8\n\x13ReadSegmentsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"1\n\x0cSegmentChunk\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"H\n\x11RenewLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"T\n\x12RenewLeaseResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x19\n\x11lease_deadline_ms\x18\x03 \x01(\x03\"w\n\x0c\x43leanedChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0f\n\x07map_end\x18\x03 \x01(\x03\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x10\n\x08replaces\x18\x05 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\":\n\x13\x43ompleteJobResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"D\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"%\n\x0f\x46\x61ilJobResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\"\x16\n\x14\x43leanerStatusRequest\"|\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03log\x18\x02 \x01(\t\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x01\x12\x12\n\nstarted_ms\x18\x05 \x01(\x03\x12\x19\n\x11lease_deadline_ms\x18\x06 \x01(\x03\"\xa7\x01\n\tLogStatus\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\x13\n\x0b\x64irty_ratio\x18\x02 \x01(\x01\x12\x1b\n\x13\x63ompaction_delay_ms\x18\x03 \x01(\x03\x12\x13\n\x0b\x66irst_dirty\x18\x04 \x01(\x03\x12\x19\n\x11\x66irst_uncleanable\x18\x05 \x01(\x03\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\x12\x17\n\x0flast_cleaned_ms\x18\x07 \x01(\x03\"-\n\x0eQuarantinedLog\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"[\n\x0bWorkerStats\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x15\n\rcleaned_bytes\x18\x02 \x01(\x03\x12\x11\n\tjobs_done\x18\x03 \x01(\x03\x12\x0f\n\x07\x62usy_ms\x18\x04 \x01(\x03\"\xaf\x02\n\x15\x43leanerStatusResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12+\n\x04jobs\x18\x02 \x03(\x0b\x32\x1d.tidelog.cleaner.v1.JobStatus\x12+\n\x04logs\x18\x03 \x03(\x0b\x32\x1d.tidelog.cleaner.v1.LogStatus\x12\x37\n\x0bquarantined\x18\x04 \x03(\x0b\x32\".tidelog.cleaner.v1.QuarantinedLog\x12\x15\n\rcleaned_bytes\x18\x05 \x01(\x03\x12\x11\n\tjobs_done\x18\x06 \x01(\x03\x12\x14\n\x0cjobs_refused\x18\x07 \x01(\x03\x12\x30\n\x07workers\x18\x08 \x03(\x0b\x32\x1f.tidelog.cleaner.v1.WorkerStats2\xb9\x04\n\nLogCleaner\x12[\n\nAcquireJob\x12%.tidelog.cleaner.v1.AcquireJobRequest\x1a&.tidelog.cleaner.v1.AcquireJobResponse\x12[\n\x0cReadSegments\x12\'.tidelog.cleaner.v1.ReadSegmentsRequest\x1a .tidelog.cleaner.v1.SegmentChunk0\x01\x12[\n\nRenewLease\x12%.tidelog.cleaner.v1.RenewLeaseRequest\x1a&.tidelog.cleaner.v1.RenewLeaseResponse\x12Z\n\x0b\x43ompleteJob\x12 .tidelog.cleaner.v1.CleanedChunk\x1a\'.tidelog.cleaner.v1.CompleteJobResponse(\x01\x12R\n\x07\x46\x61ilJob\x12\".tidelog.cleaner.v1.FailJobRequest\x1a#.tidelog.cleaner.v1.FailJobResponse\x12\x64\n\rCleanerStatus\x12(.tidelog.cleaner.v1.CleanerStatusRequest\x1a).tidelog.cleaner.v1.CleanerStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ashared/proto/cleaner.proto\x12\x12tidelog.cleaner.v1\"&\n\x11\x41\x63quireJobRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\x89\x03\n\x12\x41\x63quireJobResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0b\n\x03log\x18\x03 \x01(\t\x12\x13\n\x0b\x66irst_dirty\x18\x04 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x05 \x01(\x03\x12\x0e\n\x06now_ms\x18\x06 \x01(\x03\x12\x1b\n\x13\x64\x65lete_retention_ms\x18\x07 \x01(\x03\x12\x15\n\rsegment_bytes\x18\x08 \x01(\x03\x12\x1b\n\x13\x64\x65\x64upe_buffer_bytes\x18\t \x01(\x03\x12\x1d\n\x15producer_last_offsets\x18\n \x03(\x03\x12\x15\n\rsegment_bases\x18\x0b \x03(\x03\x12\x19\n\x11lease_deadline_ms\x18\x0c \x01(\x03\x12\x10\n\x08lease_ms\x18\r \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x0e \x01(\x03\x12\x11\n\thash_seed\x18\x0f \x01(\x04\x12\x39\n\x0c\x61\x62orted_txns\x18\x10 \x03(\x0b\x32#.tidelog.cleaner.v1.AbortedTxnRange\"Q\n\x0f\x41\x62ortedTxnRange\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x03\x12\x13\n\x0blast_offset\x18\x03 \x01(\x03\"8\n\x13ReadSegmentsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"1\n\x0cSegmentChunk\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"H\n\x11RenewLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"T\n\x12RenewLeaseResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x19\n\x11lease_deadline_ms\x18\x03 \x01(\x03\"w\n\x0c\x43leanedChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0f\n\x07map_end\x18\x03 \x01(\x03\x12\x13\n\x0b\x62\x61se_offset\x18\x04 \x01(\x03\x12\x10\n\x08replaces\x18\x05 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\":\n\x13\x43ompleteJobResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"D\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"%\n\x0f\x46\x61ilJobResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\"\x16\n\x14\x43leanerStatusRequest\"|\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03log\x18\x02 \x01(\t\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x01\x12\x12\n\nstarted_ms\x18\x05 \x01(\x03\x12\x19\n\x11lease_deadline_ms\x18\x06 \x01(\x03\"\xa7\x01\n\tLogStatus\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\x13\n\x0b\x64irty_ratio\x18\x02 \x01(\x01\x12\x1b\n\x13\x63ompaction_delay_ms\x18\x03 \x01(\x03\x12\x13\n\x0b\x66irst_dirty\x18\x04 \x01(\x03\x12\x19\n\x11\x66irst_uncleanable\x18\x05 \x01(\x03\x12\x12\n\nsize_bytes\x18\x06 \x01(\x03\x12\x17\n\x0flast_cleaned_ms\x18\x07 \x01(\x03\"-\n\x0eQuarantinedLog\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"[\n\x0bWorkerStats\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x15\n\rcleaned_bytes\x18\x02 \x01(\x03\x12\x11\n\tjobs_done\x18\x03 \x01(\x03\x12\x0f\n\x07\x62usy_ms\x18\x04 \x01(\x03\"\xaf\x02\n\x15\x43leanerStatusResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12+\n\x04jobs\x18\x02 \x03(\x0b\x32\x1d.tidelog.cleaner.v1.JobStatus\x12+\n\x04logs\x18\x03 \x03(\x0b\x32\x1d.tidelog.cleaner.v1.LogStatus\x12\x37\n\x0bquarantined\x18\x04 \x03(\x0b\x32\".tidelog.cleaner.v1.QuarantinedLog\x12\x15\n\rcleaned_bytes\x18\x05 \x01(\x03\x12\x11\n\tjobs_done\x18\x06 \x01(\x03\x12\x14\n\x0cjobs_refused\x18\x07 \x01(\x03\x12\x30\n\x07workers\x18\x08 \x03(\x0b\x32\x1f.tidelog.cleaner.v1.WorkerStats2\xb9\x04\n\nLogCleaner\x12[\n\nAcquireJob\x12%.tidelog.cleaner.v1.AcquireJobRequest\x1a&.tidelog.cleaner.v1.AcquireJobResponse\x12[\n\x0cReadSegments\x12\'.tidelog.cleaner.v1.ReadSegmentsRequest\x1a .tidelog.cleaner.v1.SegmentChunk0\x01\x12[\n\nRenewLease\x12%.tidelog.cleaner.v1.RenewLeaseRequest\x1a&.tidelog.cleaner.v1.RenewLeaseResponse\x12Z\n\x0b\x43ompleteJob\x12 .tidelog.cleaner.v1.CleanedChunk\x1a\'.tidelog.cleaner.v1.CompleteJobResponse(\x01\x12R\n\x07\x46\x61ilJob\x12\".tidelog.cleaner.v1.FailJobRequest\x1a#.tidelog.cleaner.v1.FailJobResponse\x12\x64\n\rCleanerStatus\x12(.tidelog.cleaner.v1.CleanerStatusRequest\x1a).tidelog.cleaner.v1.CleanerStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,35 +34,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACQUIREJOBREQUEST']._serialized_start=50
   _globals['_ACQUIREJOBREQUEST']._serialized_end=88
   _globals['_ACQUIREJOBRESPONSE']._serialized_start=91
-  _globals['_ACQUIREJOBRESPONSE']._serialized_end=425
-  _globals['_READSEGMENTSREQUEST']._serialized_start=427
-  _globals['_READSEGMENTSREQUEST']._serialized_end=483
-  _globals['_SEGMENTCHUNK']._serialized_start=485
-  _globals['_SEGMENTCHUNK']._serialized_end=534
-  _globals['_RENEWLEASEREQUEST']._serialized_start=536
-  _globals['_RENEWLEASEREQUEST']._serialized_end=608
-  _globals['_RENEWLEASERESPONSE']._serialized_start=610
-  _globals['_RENEWLEASERESPONSE']._serialized_end=694
-  _globals['_CLEANEDCHUNK']._serialized_start=696
-  _globals['_CLEANEDCHUNK']._serialized_end=815
-  _globals['_COMPLETEJOBRESPONSE']._serialized_start=817
-  _globals['_COMPLETEJOBRESPONSE']._serialized_end=875
-  _globals['_FAILJOBREQUEST']._serialized_start=877
-  _globals['_FAILJOBREQUEST']._serialized_end=945
-  _globals['_FAILJOBRESPONSE']._serialized_start=947
-  _globals['_FAILJOBRESPONSE']._serialized_end=984
-  _globals['_CLEANERSTATUSREQUEST']._serialized_start=986
-  _globals['_CLEANERSTATUSREQUEST']._serialized_end=1008
-  _globals['_JOBSTATUS']._serialized_start=1010
-  _globals['_JOBSTATUS']._serialized_end=1134
-  _globals['_LOGSTATUS']._serialized_start=1137
-  _globals['_LOGSTATUS']._serialized_end=1304
-  _globals['_QUARANTINEDLOG']._serialized_start=1306
-  _globals['_QUARANTINEDLOG']._serialized_end=1351
-  _globals['_WORKERSTATS']._serialized_start=1353
-  _globals['_WORKERSTATS']._serialized_end=1444
-  _globals['_CLEANERSTATUSRESPONSE']._serialized_start=1447
-  _globals['_CLEANERSTATUSRESPONSE']._serialized_end=1750
-  _globals['_LOGCLEANER']._serialized_start=1753
-  _globals['_LOGCLEANER']._serialized_end=2322
+  _globals['_ACQUIREJOBRESPONSE']._serialized_end=484
+  _globals['_ABORTEDTXNRANGE']._serialized_start=486
+  _globals['_ABORTEDTXNRANGE']._serialized_end=567
+  _globals['_READSEGMENTSREQUEST']._serialized_start=569
+  _globals['_READSEGMENTSREQUEST']._serialized_end=625
+  _globals['_SEGMENTCHUNK']._serialized_start=627
+  _globals['_SEGMENTCHUNK']._serialized_end=676
+  _globals['_RENEWLEASEREQUEST']._serialized_start=678
+  _globals['_RENEWLEASEREQUEST']._serialized_end=750
+  _globals['_RENEWLEASERESPONSE']._serialized_start=752
+  _globals['_RENEWLEASERESPONSE']._serialized_end=836
+  _globals['_CLEANEDCHUNK']._serialized_start=838
+  _globals['_CLEANEDCHUNK']._serialized_end=957
+  _globals['_COMPLETEJOBRESPONSE']._serialized_start=959
+  _globals['_COMPLETEJOBRESPONSE']._serialized_end=1017
+  _globals['_FAILJOBREQUEST']._serialized_start=1019
+  _globals['_FAILJOBREQUEST']._serialized_end=1087
+  _globals['_FAILJOBRESPONSE']._serialized_start=1089
+  _globals['_FAILJOBRESPONSE']._serialized_end=1126
+  _globals['_CLEANERSTATUSREQUEST']._serialized_start=1128
+  _globals['_CLEANERSTATUSREQUEST']._serialized_end=1150
+  _globals['_JOBSTATUS']._serialized_start=1152
+  _globals['_JOBSTATUS']._serialized_end=1276
+  _globals['_LOGSTATUS']._serialized_start=1279
+  _globals['_LOGSTATUS']._serialized_end=1446
+  _globals['_QUARANTINEDLOG']._serialized_start=1448
+  _globals['_QUARANTINEDLOG']._serialized_end=1493
+  _globals['_WORKERSTATS']._serialized_start=1495
+  _globals['_WORKERSTATS']._serialized_end=1586
+  _globals['_CLEANERSTATUSRESPONSE']._serialized_start=1589
+  _globals['_CLEANERSTATUSRESPONSE']._serialized_end=1892
+  _globals['_LOGCLEANER']._serialized_start=1895
+  _globals['_LOGCLEANER']._serialized_end=2464
 # @@protoc_insertion_point(module_scope)

@@ -13,7 +13,7 @@ class AcquireJobRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
 
 class AcquireJobResponse(_message.Message):
-    __slots__ = ("found", "job_id", "log", "first_dirty", "end", "now_ms", "delete_retention_ms", "segment_bytes", "dedupe_buffer_bytes", "producer_last_offsets", "segment_bases", "lease_deadline_ms", "lease_ms", "total_bytes", "hash_seed")
+    __slots__ = ("found", "job_id", "log", "first_dirty", "end", "now_ms", "delete_retention_ms", "segment_bytes", "dedupe_buffer_bytes", "producer_last_offsets", "segment_bases", "lease_deadline_ms", "lease_ms", "total_bytes", "hash_seed", "aborted_txns")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,7 @@ class AcquireJobResponse(_message.Message):
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     HASH_SEED_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_TXNS_FIELD_NUMBER: _ClassVar[int]
     found: bool
     job_id: str
     log: str
@@ -44,7 +45,18 @@ class AcquireJobResponse(_message.Message):
     lease_ms: int
     total_bytes: int
     hash_seed: int
-    def __init__(self, found: _Optional[bool] = ..., job_id: _Optional[str] = ..., log: _Optional[str] = ..., first_dirty: _Optional[int] = ..., end: _Optional[int] = ..., now_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ..., dedupe_buffer_bytes: _Optional[int] = ..., producer_last_offsets: _Optional[_Iterable[int]] = ..., segment_bases: _Optional[_Iterable[int]] = ..., lease_deadline_ms: _Optional[int] = ..., lease_ms: _Optional[int] = ..., total_bytes: _Optional[int] = ..., hash_seed: _Optional[int] = ...) -> None: ...
+    aborted_txns: _containers.RepeatedCompositeFieldContainer[AbortedTxnRange]
+    def __init__(self, found: _Optional[bool] = ..., job_id: _Optional[str] = ..., log: _Optional[str] = ..., first_dirty: _Optional[int] = ..., end: _Optional[int] = ..., now_ms: _Optional[int] = ..., delete_retention_ms: _Optional[int] = ..., segment_bytes: _Optional[int] = ..., dedupe_buffer_bytes: _Optional[int] = ..., producer_last_offsets: _Optional[_Iterable[int]] = ..., segment_bases: _Optional[_Iterable[int]] = ..., lease_deadline_ms: _Optional[int] = ..., lease_ms: _Optional[int] = ..., total_bytes: _Optional[int] = ..., hash_seed: _Optional[int] = ..., aborted_txns: _Optional[_Iterable[_Union[AbortedTxnRange, _Mapping]]] = ...) -> None: ...
+
+class AbortedTxnRange(_message.Message):
+    __slots__ = ("producer_id", "first_offset", "last_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
 
 class ReadSegmentsRequest(_message.Message):
     __slots__ = ("job_id", "worker_id")

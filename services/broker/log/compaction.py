@@ -26,6 +26,7 @@ from services.broker.log.segment_swap import CleanedFiles, StepHook, env_fault_h
 from shared.compaction.cleaning import CleanedSegment, CleanJob, CleanResult, SegmentData, clean
 from shared.compaction.offset_map import DEFAULT_BUFFER_BYTES
 from shared.compaction.selection import LONG_MAX, Cleanability, LogState, SegmentInfo, assess
+from shared.compaction.txn import AbortedRange
 from shared.compaction.verify import CleanVerificationError, verify_result
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
@@ -50,6 +51,7 @@ class OfferedJob:
     dedupe_buffer_bytes: int
     producer_last_offsets: frozenset[int]
     hash_seed: int = 0  # the offset map's key-hash seed, drawn per job and never shown to producers
+    aborted_txns: tuple[AbortedRange, ...] = ()  # abort index entries overlapping the job's range
 
     @property
     def total_bytes(self) -> int:
@@ -83,7 +85,7 @@ class OfferedJob:
     def with_segments(self, data: tuple[SegmentData, ...]) -> CleanJob:
         """The job as a worker sees it, with ``data`` as its segments' bytes."""
         return CleanJob(data, self.first_dirty, self.end, self.now_ms, self.delete_retention_ms, self.segment_bytes,
-                        self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed)
+                        self.dedupe_buffer_bytes, self.producer_last_offsets, self.hash_seed, self.aborted_txns)
 
 
 def read_cleaner_checkpoint(plog: PartitionLog) -> int | None:
@@ -103,7 +105,8 @@ def _first_timestamp(seg: LogSegment) -> int:
     return ts
 
 
-def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
+def log_state(plog: PartitionLog, name: str, high_watermark: int, last_stable_offset: int | None = None
+              ) -> LogState:
     extra = plog.config.extra
     infos = tuple(
         SegmentInfo(s.base_offset, s.next_offset, s.size, _first_timestamp(s), s.max_timestamp) for s in plog.segments
@@ -114,12 +117,15 @@ def log_state(plog: PartitionLog, name: str, high_watermark: int) -> LogState:
         min_cleanable_dirty_ratio=float(extra.get("min.cleanable.dirty.ratio", 0.5)),
         min_compaction_lag_ms=int(extra.get("min.compaction.lag.ms", 0)),
         max_compaction_lag_ms=int(extra.get("max.compaction.lag.ms", LONG_MAX)),
+        last_stable_offset=last_stable_offset,
     )
 
 
 def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_offsets: Collection[int] = (),
              dedupe_buffer_bytes: int = DEFAULT_BUFFER_BYTES, hash_seed: int = 0) -> OfferedJob:
     segs = tuple(s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable)
+    aborted = (tuple(AbortedRange(e.first_offset, e.last_offset, e.producer_id)
+                     for e in plog.aborted_transactions(segs[0].base_offset, c.first_uncleanable)) if segs else ())
     return OfferedJob(
         segs, tuple(s.size for s in segs), c.first_dirty, c.first_uncleanable, now_ms,
         delete_retention_ms=int(plog.config.extra.get("delete.retention.ms", 86_400_000)),
@@ -127,6 +133,7 @@ def make_job(plog: PartitionLog, c: Cleanability, now_ms: int, producer_last_off
         dedupe_buffer_bytes=dedupe_buffer_bytes,
         producer_last_offsets=frozenset(producer_last_offsets),
         hash_seed=hash_seed,
+        aborted_txns=aborted,
     )
 
 
