@@ -38,7 +38,9 @@ class OffsetResolver:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self.consumer = Consumer(opts.bootstrap_servers, client_id="tidelog-spark-driver")
+        # read_committed: ListOffsets latest is the last stable offset, so a plan never ends inside an open transaction
+        self.consumer = Consumer(opts.bootstrap_servers, client_id="tidelog-spark-driver",
+                                 isolation_level=opts.isolation_level)
         self.cluster: ClusterClient = self.consumer.cluster
 
     def partitions(self) -> list[TopicPartition]:

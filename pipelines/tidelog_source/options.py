@@ -13,6 +13,8 @@ from typing import Any
 
 EARLIEST = -2
 LATEST = -1
+#: kafka.isolation.level's values (spark-sql-kafka passes it to its consumers; read_uncommitted is the default)
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 class OptionError(ValueError):
@@ -35,6 +37,8 @@ class SourceOptions:
     min_partitions: int | None = None
     max_bytes_per_fetch: int = 8 * 1024 * 1024
     commit_to_group: str | None = None  # streaming: commit each finished micro-batch's offsets to this group
+    #: kafka.isolation.level: read_committed reads up to the last stable offset, without aborted records
+    isolation_level: str = "read_uncommitted"
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -121,6 +125,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
     min_parts = opts.get("minpartitions")
     if min_parts is not None and (not min_parts.isdigit() or int(min_parts) <= 0):
         raise OptionError(f"option minPartitions must be a positive integer, got {min_parts!r}")
+    isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise OptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, "
+                          f"got {opts['kafka.isolation.level']!r}")
     return SourceOptions(
         bootstrap_servers=servers,
         subscribe=subscribe,
@@ -135,4 +143,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         include_headers=_bool(opts.get("includeheaders"), False, "includeHeaders"),
         min_partitions=int(min_parts) if min_parts else None,
         commit_to_group=group.strip() if group else None,
+        isolation_level=isolation,
     )

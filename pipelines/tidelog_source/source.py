@@ -1,4 +1,4 @@
-"""The ``tidelog`` PySpark data source: batch and streaming reads, batch and streaming writes.
+"""The ``tidelog`` PySpark data source: batch and streaming reads (writes: ``sink.py``).
 
 Driver-side methods (``partitions``, ``latestOffset``...) resolve offsets through
 the brokers; ``read()`` runs in executor workers and reads its offset range with
@@ -10,26 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
-    DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from pipelines.tidelog_source.committed_range import read_committed_range
 from pipelines.tidelog_source.data_loss import offsets_past_end, resolve_data_loss
 from pipelines.tidelog_source.group_commit import GroupOffsetCommitter
 from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, plan_ranges, to_tps
-from pipelines.tidelog_source.options import OptionError, SourceOptions, parse_options
+from pipelines.tidelog_source.options import SourceOptions, parse_options
+from pipelines.tidelog_source.sink import TidelogStreamWriter, TidelogWriter
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, UnreadableBatchError
@@ -153,8 +153,9 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
         return Columns(c.data, kept, headers)
 
     try:
-        for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
-                                            fail_on_data_loss=opts.fail_on_data_loss):
+        reader = read_committed_range if opts.isolation_level == "read_committed" else read_range
+        for data, pos, header in reader(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
+                                        fail_on_data_loss=opts.fail_on_data_loss):
             if header.is_control:
                 continue
             try:
@@ -199,7 +200,7 @@ class TidelogDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TidelogStreamReader(parse_options(self.options, streaming=True))
 
-    def writer(self, schema: StructType, overwrite: bool) -> TidelogWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return TidelogWriter(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -342,93 +343,3 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._resolver.close()
         if self._committer is not None:
             self._committer.close()
-
-
-@dataclass
-class WriteCommit(WriterCommitMessage):
-    records: int
-
-
-def _as_bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    if isinstance(v, bytearray | memoryview):
-        return bytes(v)
-    raise OptionError(f"key and value columns must be binary or string, got {type(v).__name__}")
-
-
-def write_batches(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> WriteCommit:
-    """Executor side: produce every row (key, value, optional topic/partition/headers columns)."""
-    from shared.client import Producer
-
-    servers = options.get("bootstrap.servers") or options.get("kafka.bootstrap.servers")
-    if not servers:
-        raise OptionError("option bootstrap.servers is required")
-    topic_opt = options.get("topic")
-    producer = Producer(servers, acks=options.get("acks", "all"), linger_ms=int(options.get("linger.ms", "5")),
-                        batch_size=int(options.get("batch.size", str(1 << 20))),
-                        compression_type=options.get("compression.type"), max_request_size=4 << 20)
-    n = 0
-    futures = []
-    try:
-        for batch in batches:
-            cols = batch.schema.names
-            if "value" not in cols:
-                raise OptionError("the DataFrame needs a value column")
-            values = batch.column("value").to_pylist()
-            keys = batch.column("key").to_pylist() if "key" in cols else [None] * len(values)
-            topics = batch.column("topic").to_pylist() if "topic" in cols and not topic_opt else None
-            parts = batch.column("partition").to_pylist() if "partition" in cols else None
-            hdrs = batch.column("headers").to_pylist() if "headers" in cols else None
-            if topics is None and not topic_opt:
-                raise OptionError("give option topic or a topic column")
-            for i, value in enumerate(values):
-                topic = topic_opt or topics[i]  # type: ignore[index]
-                headers = [(h["key"], _as_bytes(h["value"])) for h in hdrs[i]] if hdrs and hdrs[i] else None
-                fut = producer.send(topic, _as_bytes(value), key=_as_bytes(keys[i]),
-                                    partition=parts[i] if parts else None, headers=headers)
-                if i % 1000 == 0:
-                    futures.append(fut)
-                n += 1
-        producer.flush()
-        for f in futures:
-            f.get()  # surface a failed send as a failed task (Spark retries it)
-    finally:
-        producer.close()
-    return WriteCommit(n)
-
-
-class TidelogWriter(DataSourceArrowWriter):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = options
-        self.schema = schema
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
-        return write_batches(self.options, iterator)
-
-
-class TidelogStreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = options
-        self.schema = schema
-
-    def write(self, iterator: Iterator[Any]) -> WriteCommit:
-        def batches() -> Iterator[pa.RecordBatch]:
-            rows = []
-            for row in iterator:
-                rows.append(row.asDict(recursive=True))
-                if len(rows) >= 10_000:
-                    yield pa.RecordBatch.from_pylist(rows)
-                    rows = []
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows)
-
-        return write_batches(self.options, batches())
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass

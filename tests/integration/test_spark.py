@@ -21,8 +21,9 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
+    """One local Spark for the run (test_spark_transactions.py imports this fixture)."""
     session = local_session("tidelog-tests")
     yield session
     session.stop()

@@ -1,0 +1,319 @@
+"""The ``tidelog`` sink: batch (``df.write``) and streaming (``writeStream``) writes, at least once by
+default, exactly once with ``transactional.id.prefix``.
+
+At least once (Spark's own Kafka sink): each task produces its rows with an idempotent producer; a
+retried task or a re-run micro-batch writes its rows again.
+
+Exactly once (``transactional.id.prefix``; Spark's Kafka sink has no equivalent): each task writes
+its rows of a micro-batch in ONE transaction, and commits, in that same transaction, the batch id as
+an offset of a bookkeeping group, so "these rows are visible" and "this batch is done for this task"
+become true together or not at all. A task:
+
+1. uses the transactional id ``{prefix}-{queryId}-{partitionId}``: the same for every attempt of the
+   same task of the query (the query id is kept in the checkpoint), so ``init_transactions()`` fences
+   any earlier attempt still alive (a zombie on a lost executor: its sends and commit are refused)
+   and completes or aborts its transaction; a killed attempt's half-written rows are aborted here;
+2. then reads the group ``{prefix}``'s committed offset for (topic ``{queryId}``, partition
+   ``{partitionId}``) with ``require_stable`` (KIP-447): it is the next batch id this task has to
+   write. If the batch is already past it, the task writes nothing (a re-run of a committed batch);
+3. else writes its rows, ``send_offsets_to_transaction({queryId/partitionId: batchId + 1})``, commits.
+
+Why no batch is written twice: a re-run of batch N (task retry, executor kill, or the batch re-run
+from the offset log after a driver restart, with the same batch id and the same offsets) gets each
+task the same transactional id as before, so step 1 leaves at most one committed attempt, and step 2
+sees it. Why none is lost: a task reports success only after its commit; the driver records the
+batch in the checkpoint's commit log only after every task succeeded, so an uncommitted task's
+batch runs again. The condition: the re-run must give each partition id the same rows, which holds
+when the plan is deterministic (the ``tidelog`` source plans a batch from its checkpointed offsets;
+hash shuffles are deterministic; ``rand()``, ``uuid()`` or wall-clock columns are not).
+
+In batch writes (no batch id) each task's output is atomic (a failed attempt leaves nothing visible
+to read_committed readers), but the job running again writes again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from pipelines.tidelog_source.options import OptionError
+from shared.client.cluster import ClusterClient
+from shared.client.group_coordinator import GroupCoordinatorClient
+from shared.client.transactions import ConsumerGroupMetadata
+from shared.errors import ErrorCode, error_for
+from shared.proto import coordinator_pb2 as cpb
+from shared.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: local properties Spark's MicroBatchExecution sets on every task of a micro-batch
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None = None
+    acks: str = "all"
+    linger_ms: int = 5
+    batch_size: int = 1 << 20
+    compression_type: str | None = None
+    #: exactly once: the prefix of each task's transactional id, and the bookkeeping group's id
+    transactional_id_prefix: str | None = None
+    #: kafka.transaction.timeout.ms: how long the coordinator lets a task's transaction stay open
+    transaction_timeout_ms: int = 60_000
+
+
+def _int(opts: Mapping[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if not str(raw).strip().isdigit() or int(raw) <= 0:
+        raise OptionError(f"option {name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    opts = {k.lower(): v for k, v in options.items()}
+    servers = opts.get("bootstrap.servers") or opts.get("kafka.bootstrap.servers")
+    if not servers:
+        raise OptionError("option bootstrap.servers is required")
+    if opts.get("kafka.transactional.id") or opts.get("transactional.id"):
+        raise OptionError("option transactional.id is not supported: give transactional.id.prefix (each task "
+                          "derives its own transactional id from it)")
+    prefix = opts.get("transactional.id.prefix")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("option transactional.id.prefix is empty")
+    timeout_name = "kafka.transaction.timeout.ms" if "kafka.transaction.timeout.ms" in opts else "transaction.timeout.ms"
+    return SinkOptions(
+        bootstrap_servers=servers,
+        topic=opts.get("topic"),
+        acks=opts.get("acks", "all"),
+        linger_ms=int(opts.get("linger.ms", "5")),
+        batch_size=int(opts.get("batch.size", str(1 << 20))),
+        compression_type=opts.get("compression.type"),
+        transactional_id_prefix=prefix.strip() if prefix else None,
+        transaction_timeout_ms=_int(opts, timeout_name, 60_000),
+    )
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    records: int
+    skipped: bool = False  # exactly once: this task's part of the batch was committed by an earlier attempt
+
+
+def _as_bytes(v: Any) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    raise OptionError(f"key and value columns must be binary or string, got {type(v).__name__}")
+
+
+def send_rows(producer: Any, topic_opt: str | None, batches: Iterator[pa.RecordBatch]) -> tuple[int, list[Any]]:
+    """Produce every row (key, value, optional topic/partition/headers columns); the row count and
+    a sample of the send futures (one per 1000 rows) to check once flushed."""
+    n = 0
+    futures = []
+    for batch in batches:
+        cols = batch.schema.names
+        if "value" not in cols:
+            raise OptionError("the DataFrame needs a value column")
+        values = batch.column("value").to_pylist()
+        keys = batch.column("key").to_pylist() if "key" in cols else [None] * len(values)
+        topics = batch.column("topic").to_pylist() if "topic" in cols and not topic_opt else None
+        parts = batch.column("partition").to_pylist() if "partition" in cols else None
+        hdrs = batch.column("headers").to_pylist() if "headers" in cols else None
+        if topics is None and not topic_opt:
+            raise OptionError("give option topic or a topic column")
+        for i, value in enumerate(values):
+            topic = topic_opt or topics[i]  # type: ignore[index]
+            headers = [(h["key"], _as_bytes(h["value"])) for h in hdrs[i]] if hdrs and hdrs[i] else None
+            fut = producer.send(topic, _as_bytes(value), key=_as_bytes(keys[i]),
+                                partition=parts[i] if parts else None, headers=headers)
+            if i % 1000 == 0:
+                futures.append(fut)
+            n += 1
+    return n, futures
+
+
+def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Any:
+    from shared.client import Producer
+
+    if transactional_id:
+        return Producer(opts.bootstrap_servers, acks="all", linger_ms=opts.linger_ms, batch_size=opts.batch_size,
+                        compression_type=opts.compression_type, max_request_size=4 << 20,
+                        client_id="tidelog-spark-sink", transactional_id=transactional_id,
+                        transaction_timeout_ms=opts.transaction_timeout_ms)
+    return Producer(opts.bootstrap_servers, acks=opts.acks, linger_ms=opts.linger_ms, batch_size=opts.batch_size,
+                    compression_type=opts.compression_type, max_request_size=4 << 20, client_id="tidelog-spark-sink")
+
+
+def write_at_least_once(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteCommit:
+    producer = _producer(opts)
+    try:
+        n, futures = send_rows(producer, opts.topic, batches)
+        producer.flush()
+        for f in futures:
+            f.get()  # surface a failed send as a failed task (Spark retries it)
+    finally:
+        producer.close()
+    return WriteCommit(n)
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Which task of which micro-batch of which query this is (from Spark's TaskContext)."""
+
+    partition: int
+    batch_id: int | None = None  # None in batch (non-streaming) writes
+    query_id: str | None = None
+
+    def transactional_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.query_id}-{self.partition}" if self.query_id else f"{prefix}-{self.partition}"
+
+    def ledger_key(self) -> TopicPartition:
+        """The bookkeeping group's (topic, partition) whose committed offset is this task's next batch id."""
+        return TopicPartition(self.query_id or "batch", self.partition)
+
+
+def current_task() -> TaskIdentity:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise OptionError("the exactly-once sink runs inside Spark tasks only")
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    return TaskIdentity(ctx.partitionId(), int(batch) if batch is not None else None,
+                        ctx.getLocalProperty(QUERY_ID_PROPERTY))
+
+
+class BatchLedger:
+    """The bookkeeping group ``{prefix}``: per (query, Spark partition), the next batch id to write,
+    committed with the rows' transaction (``send_offsets_to_transaction``), read with require_stable."""
+
+    def __init__(self, bootstrap_servers: str, group_id: str, timeout_s: float = 60.0) -> None:
+        self.group_id = group_id
+        self.timeout_s = timeout_s
+        self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-sink-ledger")
+        self.coordinator = GroupCoordinatorClient(self.cluster, group_id)
+
+    def next_batch(self, key: TopicPartition) -> int | None:
+        """The committed next batch id of ``key`` (None: none committed). A transaction's offset commit
+        still pending answers UNSTABLE_OFFSET_COMMIT (retriable): asked again until it is settled."""
+        req = cpb.OffsetFetchRequest(group_id=self.group_id, require_stable=True, partitions=[
+            cpb.TopicPartitions(topic=key.topic, partitions=[key.partition])])
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            resp = self.coordinator.call("OffsetFetch", req)
+            code = resp.error_code or max((p.error_code for t in resp.topics for p in t.partitions), default=0)
+            if code == ErrorCode.GROUP_ID_NOT_FOUND:
+                return None
+            if code:
+                err = error_for(code, resp.error_message)
+                if not err.retriable or time.monotonic() > deadline:
+                    raise err
+                time.sleep(0.1)
+                continue
+            for t in resp.topics:
+                for p in t.partitions:
+                    if t.name == key.topic and p.partition == key.partition and p.committed_offset >= 0:
+                        return int(p.committed_offset)
+            return None
+
+    def close(self) -> None:
+        self.coordinator.close()
+        self.cluster.close()
+
+
+def write_exactly_once(opts: SinkOptions, task: TaskIdentity, batches: Iterator[pa.RecordBatch]) -> WriteCommit:
+    """One transaction for this task's rows of the batch, with the batch id committed in it (see the module
+    docstring for why a re-run writes nothing twice)."""
+    assert opts.transactional_id_prefix
+    producer = _producer(opts, task.transactional_id(opts.transactional_id_prefix))
+    ledger = BatchLedger(opts.bootstrap_servers, opts.transactional_id_prefix) if task.batch_id is not None else None
+    try:
+        producer.init_transactions()  # fences earlier attempts; their open transaction is aborted
+        if ledger is not None and task.batch_id is not None:
+            done = ledger.next_batch(task.ledger_key())
+            if done is not None and done > task.batch_id:
+                log.info("batch %d of partition %d was committed before: writing nothing", task.batch_id,
+                         task.partition)
+                for _ in batches:  # read the input all the same (the worker expects it consumed)
+                    pass
+                return WriteCommit(0, skipped=True)
+        producer.begin_transaction()
+        try:
+            n, futures = send_rows(producer, opts.topic, batches)
+            if ledger is not None and task.batch_id is not None:
+                producer.send_offsets_to_transaction({task.ledger_key(): task.batch_id + 1},
+                                                     ConsumerGroupMetadata(opts.transactional_id_prefix))
+            producer.commit_transaction()  # flushes first; a failed send fails the commit
+            for f in futures:
+                f.get()
+        except BaseException:
+            try:
+                producer.abort_transaction()
+            except Exception as exc:  # fenced or broken: the next attempt's init_transactions aborts it
+                log.info("abort after a failed write: %s", exc)
+            raise
+    finally:
+        producer.close()
+        if ledger is not None:
+            ledger.close()
+    return WriteCommit(n)
+
+
+def write_batches(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> WriteCommit:
+    """Executor side: the task's rows, at least once, or exactly once with ``transactional.id.prefix``."""
+    opts = parse_sink_options(options)
+    if opts.transactional_id_prefix:
+        return write_exactly_once(opts, current_task(), batches)
+    return write_at_least_once(opts, batches)
+
+
+class TidelogWriter(DataSourceArrowWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        parse_sink_options(options)  # bad options fail on the driver, before any task
+        self.options = options
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        return write_batches(self.options, iterator)
+
+
+class TidelogStreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        parse_sink_options(options)
+        self.options = options
+        self.schema = schema
+
+    def write(self, iterator: Iterator[Any]) -> WriteCommit:
+        def batches() -> Iterator[pa.RecordBatch]:
+            rows = []
+            for row in iterator:
+                rows.append(row.asDict(recursive=True))
+                if len(rows) >= 1_000:  # sent as it comes: a task's rows are not all held in memory
+                    yield pa.RecordBatch.from_pylist(rows)
+                    rows = []
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows)
+
+        return write_batches(self.options, batches())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # every task committed its own transaction (exactly once) or its sends (at least once)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass  # exactly once: a task that failed aborted its transaction, or its retry's init will
