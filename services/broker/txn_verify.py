@@ -14,6 +14,7 @@ INVALID_TXN_STATE on Kafka produce versions that predate it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,8 @@ RETRY_LATER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AV
 FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 VERIFY_TIMEOUT_S = 10.0
+RETRY_BACKOFF_S = 0.02  # add.partitions.to.txn.retry.backoff.ms
+RETRY_MAX_S = 0.1  # add.partitions.to.txn.retry.backoff.max.ms
 
 
 def produce_error(code: int, abortable_known: bool = True) -> ErrorCode:
@@ -73,6 +76,14 @@ class TxnVerifier:
         refused: dict[TopicPartition, ProduceResult] = {}
         for (pid, epoch), tps in pending.items():
             answers = await self._ask(transactional_id, pid, epoch, tps, version)
+            # The previous transaction's markers are still being written (V2 answers EndTxn before them):
+            # retry here briefly, as Kafka's add.partitions.to.txn.retry.backoff(.max).ms (20, 100 ms) do,
+            # rather than send the producer back for its whole retry backoff.
+            waited = 0.0
+            while waited < RETRY_MAX_S and any(c == ErrorCode.CONCURRENT_TRANSACTIONS for c in answers.values()):
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                waited += RETRY_BACKOFF_S
+                answers = await self._ask(transactional_id, pid, epoch, tps, version)
             for tp in tps:
                 code = answers.get(tp, ErrorCode.COORDINATOR_NOT_AVAILABLE)
                 part = self.rm.partitions.get(tp)

@@ -9,6 +9,7 @@ from shared.cli.bench_failover import bench_failover
 from shared.cli.bench_group import bench_group
 from shared.cli.bench_partitions import bench_partitions
 from shared.cli.bench_quota import bench_quota
+from shared.cli.bench_txn import bench_txn
 from shared.cli.cleaner_cmds import bench_compact, cleaner
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
@@ -52,6 +53,7 @@ bench.add_command(bench_group)
 bench.add_command(bench_compact)
 bench.add_command(bench_quota)
 bench.add_command(bench_partitions)
+bench.add_command(bench_txn)
 
 
 def main() -> None:
