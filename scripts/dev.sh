@@ -15,7 +15,9 @@ case "$cmd" in
   test)
     bash scripts/setup.sh
     "$PY" -m ruff check .
-    exec "$PY" -m pytest "$@"
+    # Two workers (pytest-xdist), a test module per worker at a time: modules share their clusters, and
+    # integration tests spend much of their time waiting on processes, so two cores run two modules.
+    exec "$PY" -m pytest -n 2 --dist loadfile "$@"
     ;;
   *)
     echo "usage: bash scripts/dev.sh up|test [args...]" >&2

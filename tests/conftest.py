@@ -12,6 +12,10 @@ import pytest
 
 from shared.cli.launcher import ClusterSpec, LocalCluster, Proc
 
+# pytest-xdist sets COLUMNS=80 in its workers, and the CLI's tables honour COLUMNS (shared/cli/console.py):
+# tests read whole cells, as a pipe or a file gets them.
+os.environ.pop("COLUMNS", None)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = REPO + os.pathsep + os.environ.get("PYTHONPATH", "")
 
