@@ -11,7 +11,8 @@ outcome all or nothing; no record of no transaction; in each partition, each pro
 order they committed.
 
 Then a consume-transform-produce job (``txn_worker ctp``, a process) is SIGKILLed mid-way and restarted, and
-the coordinator owning its transactional id is SIGKILLed: its output is exactly one copy of the transformed
+the coordinator owning its transactional id, the active controller and a leader of its output are SIGKILLed
+(and restarted): its output is exactly one copy of the transformed
 input, in order.
 """
 
@@ -271,7 +272,10 @@ def test_consume_transform_produce_job_under_kills_outputs_exactly_once(chk: tup
         assert started is not None and started["position"] >= 120
         wait_for(lambda: position(job) >= started["position"] + 120, 40, what="the restarted job's commits")
         kill_and_restart(c, "coordinator", txc.find(txn_id).node_id)
-        assert job.wait(60) == 0, job.events[-3:]
+        # and the other services a transaction goes through: the active controller, an output leader
+        kill_and_restart(c, "controller", 1)
+        kill_and_restart(c, "broker", txc.admin.describe_topic(dst)["partitions"][0]["leader"])
+        assert job.wait(90) == 0, job.events[-3:]
     finally:
         if job.proc.poll() is None:
             job.kill()
