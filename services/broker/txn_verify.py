@@ -37,7 +37,7 @@ RETRY_LATER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AV
 FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 VERIFY_TIMEOUT_S = 10.0
-RETRY_BACKOFF_S = 0.02  # add.partitions.to.txn.retry.backoff.ms
+RETRY_BACKOFF_S = 0.005  # add.partitions.to.txn.retry.backoff.ms (Kafka: 20; markers take ~2 ms here)
 RETRY_MAX_S = 0.1  # add.partitions.to.txn.retry.backoff.max.ms
 
 
