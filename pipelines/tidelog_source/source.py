@@ -24,7 +24,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from pipelines.tidelog_source.committed_range import read_committed_range
 from pipelines.tidelog_source.data_loss import offsets_past_end, resolve_data_loss
 from pipelines.tidelog_source.group_commit import GroupOffsetCommitter
 from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, plan_ranges, to_tps
@@ -153,9 +152,9 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
         return Columns(c.data, kept, headers)
 
     try:
-        reader = read_committed_range if opts.isolation_level == "read_committed" else read_range
-        for data, pos, header in reader(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
-                                        fail_on_data_loss=opts.fail_on_data_loss):
+        for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
+                                            fail_on_data_loss=opts.fail_on_data_loss,
+                                            isolation_level=1 if opts.isolation_level == "read_committed" else 0):
             if header.is_control:
                 continue
             try:

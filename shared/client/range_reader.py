@@ -4,6 +4,11 @@ Synchronous and single-threaded from the caller's view (a Spark task reads one
 range): fetches from the leader over one pipelined FetchStream (see
 fetch_stream), retries on leadership changes, yields whole batches and stops at
 the end offset. Decoding is left to the caller so it can build columns directly.
+
+With ``isolation_level`` 1 (read_committed) the broker answers up to the last stable
+offset with the aborted transactions each response overlaps, and each response's
+batches pass the consumer's ``AbortedFilter`` (one per response, as Kafka's
+``CompletedFetch``): no aborted transaction's batch and no marker is handed out.
 """
 
 from __future__ import annotations
@@ -26,17 +31,19 @@ from shared.errors import (
 )
 from shared.proto import tidelog_pb2 as pb
 from shared.records.header import BatchHeader, iter_batches
+from shared.records.read_committed import AbortedFilter, marker_type
 from shared.types import TopicPartition
 
 
-def _request(tp: TopicPartition, offset: int, max_bytes: int, incremental: bool) -> pb.FetchRequest:
+def _request(tp: TopicPartition, offset: int, max_bytes: int, incremental: bool,
+             isolation_level: int) -> pb.FetchRequest:
     return fetch_request([(tp, offset)], max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
-                         partition_max_bytes=max_bytes, incremental=incremental)
+                         partition_max_bytes=max_bytes, incremental=incremental, isolation_level=isolation_level)
 
 
 def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int, *,
                max_bytes: int = 4 * 1024 * 1024, timeout_s: float = 60.0, depth: int = 3,
-               fail_on_data_loss: bool = True) -> Iterator[tuple[bytes, int, BatchHeader]]:
+               fail_on_data_loss: bool = True, isolation_level: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """Yield ``(buffer, position, header)`` for each batch holding offsets in ``[start, end)``.
 
     Up to ``depth`` fetches are in flight, but no more than the bytes left to the end offset
@@ -52,12 +59,12 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 if stream is None:
                     leader = cluster.leader_for(tp)
                     stream = PipelinedFetchStream(cluster.broker_stub(leader), leader)
-                    stream.send(_request(tp, offset, max_bytes, False), None)
+                    stream.send(_request(tp, offset, max_bytes, False, isolation_level), None)
                 elif stream.in_flight == 0:
-                    stream.send(_request(tp, offset, max_bytes, True), None)
+                    stream.send(_request(tp, offset, max_bytes, True, isolation_level), None)
                 while (stream.in_flight < depth and bytes_per_offset
                        and (end - offset) * bytes_per_offset > stream.in_flight * max_bytes):
-                    stream.send(_request(tp, offset, max_bytes, True), None)
+                    stream.send(_request(tp, offset, max_bytes, True, isolation_level), None)
                 p = stream.receive()[0].topics[0].partitions[0]
             except (grpc.RpcError, TidelogError, StopIteration) as exc:
                 forget_traceback(exc)
@@ -90,17 +97,23 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 continue
             data, begin, stop = p.buf, p.records_start, p.records_end  # the batches, in the received bytes
             if begin == stop:
-                if p.high_watermark < end and time.monotonic() > deadline:
-                    raise TidelogError(f"{tp}: offsets up to {end} never became available (HW {p.high_watermark})",
+                visible = p.last_stable_offset if isolation_level else p.high_watermark
+                if visible < end and time.monotonic() > deadline:
+                    raise TidelogError(f"{tp}: offsets up to {end} never became available "
+                                       f"({'LSO' if isolation_level else 'HW'} {visible})",
                                        code=ErrorCode.REQUEST_TIMED_OUT)
-                if offset >= p.high_watermark and p.high_watermark < end:
-                    time.sleep(0.05)  # waiting for replication to reach the planned end
+                if offset >= visible and visible < end:
+                    time.sleep(0.05)  # waiting for replication (or open transactions) to reach the planned end
                 continue
             deadline = time.monotonic() + timeout_s
             bytes_per_offset = max(bytes_per_offset, (stop - begin) / max(p.next_offset - offset, 1))
+            keep = AbortedFilter(p.aborted_transactions) if isolation_level else None
             try:
                 for pos, header in iter_batches(data, start=begin, end=stop):
-                    if header.last_offset >= offset and header.base_offset < end:
+                    if keep is not None and not keep.keep(
+                            header, marker_type(data, pos, header) if header.is_control else None):
+                        pass  # read_committed: an aborted transaction's batch, or a marker
+                    elif header.last_offset >= offset and header.base_offset < end:
                         yield data, pos, header
                     offset = max(offset, header.next_offset)
                     if offset >= end:
