@@ -217,7 +217,7 @@ class GroupMember:
         deadline = time.monotonic() + self.coordinator.timeout_s
         self.commits.flush(self.coordinator.timeout_s)
         while True:
-            code, message = _commit_error(self.coordinator.call("OffsetCommit", self._commit_request(offsets)))
+            code, message = first_commit_error(self.coordinator.call("OffsetCommit", self._commit_request(offsets)))
             if code == 0:
                 self._last_commit = time.monotonic()
                 return
@@ -250,7 +250,7 @@ class GroupMember:
 
         def done(resp: cpb.OffsetCommitResponse | None, err: Exception | None) -> None:
             if resp is not None:
-                code, message = _commit_error(resp)
+                code, message = first_commit_error(resp)
                 err = error_for(code, message) if code else None
             if err is None:
                 self._last_commit = time.monotonic()
@@ -322,8 +322,9 @@ class GroupMember:
             self.target = _tps(resp.assignment)
 
 
-def _commit_error(resp: cpb.OffsetCommitResponse) -> tuple[int, str]:
-    """The first error of a commit response: group level, else the first partition's."""
+def first_commit_error(resp: cpb.OffsetCommitResponse | cpb.TxnOffsetCommitResponse) -> tuple[int, str]:
+    """The first error of a commit response (OffsetCommit or TxnOffsetCommit): group level, else the first
+    partition's, as (code, message)."""
     if resp.error_code:
         return resp.error_code, resp.error_message
     for t in resp.topics:

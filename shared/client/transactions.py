@@ -69,6 +69,7 @@ import grpc
 
 from shared.client.cluster import CHANNEL_OPTIONS, ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
+from shared.client.group_member import first_commit_error
 from shared.client.idempotence import IdempotenceState, SequencedBatch
 from shared.errors import RETRIABLE, ErrorCode, TidelogError, error_for
 from shared.proto import coordinator_pb2 as cpb
@@ -497,7 +498,7 @@ class TransactionManager(IdempotenceState):
                 answer = client.call("TxnOffsetCommit", req, deadline_s=max(deadline - time.monotonic(), 0.1))
             except TidelogError as exc:
                 raise RetriableTransactionError(f"TxnOffsetCommit: {exc}", exc.code) from exc
-            code, message = _txn_offset_commit_error(answer)
+            code, message = first_commit_error(answer)
             if code == 0:
                 return
             err = error_for(code, message)
@@ -627,14 +628,3 @@ class TransactionManager(IdempotenceState):
         with self.lock:
             self._pending_add -= pending - retry
         return retry
-
-
-def _txn_offset_commit_error(resp: cpb.TxnOffsetCommitResponse) -> tuple[int, str]:
-    """The request-level error, else the first partition's, as (code, message)."""
-    if resp.error_code:
-        return resp.error_code, resp.error_message
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code:
-                return p.error_code, f"{t.name}-{p.partition}"
-    return 0, ""
