@@ -6,6 +6,7 @@ validate against. ``LogConfig`` is the typed view the broker's log uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,17 @@ def _compression(s: str) -> str:
     return v
 
 
+def _throttled_replicas(s: str) -> str:
+    """Kafka's throttled-replicas list: ``*`` or ``partition:broker,partition:broker`` ("" for none)."""
+    text = ",".join(e.strip() for e in str(s).strip().split(",") if e.strip())
+    if text != "*" and not all(_REPLICA_ENTRY.fullmatch(e) for e in text.split(",") if e):
+        raise ValueError("expected * or partition:broker,partition:broker")
+    return text
+
+
+_REPLICA_ENTRY = re.compile(r"\d+:\d+")
+
+
 def _nonneg(v: Any) -> bool:
     return v >= 0
 
@@ -88,6 +100,10 @@ _DEFS = [
     ConfigDef("flush.messages", LONG_MAX, _int, "fsync after this many messages", _pos, ">= 1"),
     ConfigDef("flush.ms", LONG_MAX, _int, "fsync when the last one is this old", _nonneg, ">= 0"),
     ConfigDef("index.interval.bytes", 4096, _int, "bytes between offset index entries", _nonneg, ">= 0"),
+    ConfigDef("leader.replication.throttled.replicas", "", _throttled_replicas,
+              "replicas whose leader-side replication is throttled (partition:broker list or *)"),
+    ConfigDef("follower.replication.throttled.replicas", "", _throttled_replicas,
+              "replicas whose follower-side replication is throttled (partition:broker list or *)"),
     ConfigDef("max.compaction.lag.ms", LONG_MAX, _int, "longest a record stays uncompacted", _pos, ">= 1"),
     ConfigDef("max.message.bytes", 1_048_588, _int, "largest record batch size allowed", _nonneg, ">= 0"),
     ConfigDef("message.timestamp.type", "CreateTime", _ts_type, "CreateTime or LogAppendTime"),
@@ -121,6 +137,33 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidConfigError(f"unknown topic config {key!r}")
         try:
             value = d.parse(raw if isinstance(raw, str) else str(raw).lower() if isinstance(raw, bool) else str(raw))
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfigError(f"invalid value {raw!r} for {key}: {exc}") from None
+        if not d.check(value):
+            raise InvalidConfigError(f"invalid value {raw!r} for {key}: must be {d.expect}")
+        out[key] = value
+    return out
+
+
+#: Dynamic per-broker configs (Kafka's ConfigResource BROKER, set per broker id or for ``<default>``).
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    ConfigDef("leader.replication.throttled.rate", LONG_MAX, _int,
+              "bytes/s a leader sends to throttled followers (leader.replication.throttled.replicas)", _nonneg, ">= 0"),
+    ConfigDef("follower.replication.throttled.rate", LONG_MAX, _int,
+              "bytes/s a follower fetches for throttled replicas (follower.replication.throttled.replicas)",
+              _nonneg, ">= 0"),
+]}
+
+
+def validate_broker_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse and check dynamic broker configs; raise InvalidConfigError naming the bad key."""
+    out: dict[str, Any] = {}
+    for key, raw in configs.items():
+        d = BROKER_CONFIGS.get(key)
+        if d is None:
+            raise InvalidConfigError(f"unknown dynamic broker config {key!r}")
+        try:
+            value = d.parse(str(raw))
         except (ValueError, TypeError) as exc:
             raise InvalidConfigError(f"invalid value {raw!r} for {key}: {exc}") from None
         if not d.check(value):

@@ -292,6 +292,15 @@ class InvalidConfigError(TidelogError):
     code = ErrorCode.INVALID_CONFIG
 
 
+class InvalidReplicaAssignmentError(TidelogError):
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class ReassignmentError(InvalidReplicaAssignmentError):
+    """A reassignment request refused. Usually INVALID_REPLICA_ASSIGNMENT; the controller also answers
+    NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION or INVALID_REQUEST with it (``code=``)."""
+
+
 class NotControllerError(TidelogError):
     code = ErrorCode.NOT_CONTROLLER
 
@@ -404,6 +413,7 @@ ERROR_CLASSES: Mapping[ErrorCode, type[TidelogError]] = MappingProxyType({
     ErrorCode.INVALID_PARTITIONS: InvalidPartitionsError,
     ErrorCode.INVALID_REPLICATION_FACTOR: InvalidReplicationFactorError,
     ErrorCode.INVALID_CONFIG: InvalidConfigError,
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: InvalidReplicaAssignmentError,
     ErrorCode.NOT_CONTROLLER: NotControllerError,
     ErrorCode.INVALID_REQUEST: InvalidRequestError,
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: OutOfOrderSequenceError,

@@ -22,6 +22,7 @@ from services.broker import request_limits
 from services.broker.fetch_reader import read_partition
 from services.broker.fetch_sessions import INITIAL_EPOCH, LeaderSession, resolve_session
 from services.broker.replica_results import FetchPartitionResult, grpc_partition_data
+from services.broker.replication_throttle import ReplicationThrottles
 from shared.errors import ErrorCode
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
@@ -149,16 +150,24 @@ class StreamFetchSession:
         """Read ``tps`` into ``answers`` (only what needs answering); True if one of them failed."""
         total = sum(len(r.records) for r in answers.values())
         error = False
+        throttle: ReplicationThrottles | None = getattr(self.rm, "replication_throttle", None)
         for tp in tps:
             sp = session.partitions.get(tp)
             if sp is None:
                 continue
+            budget, min_one = min(sp.max_bytes, max_bytes - total), total == 0
+            throttled = throttle is not None and throttle.leader.limited and self._leader_throttled(throttle, session, tp)
+            if throttled and throttle is not None:  # Kafka's shouldLeaderThrottle: nothing while the quota is used up
+                budget = 0 if throttle.leader.exceeded() else throttle.leader.allowance(budget)
+                min_one = min_one and budget > 0
             def attach(part: Partition, sp: Any = sp, log_start: int = self.log_starts.get(tp, -1)) -> None:
                 if not part.follower_attached(session.replica_id, session):  # e.g. new states after an election
                     part.update_follower_in_session(session.replica_id, sp.fetch_offset, session, log_start)
 
-            r = read_partition(self.rm, tp, sp.fetch_offset, sp.leader_epoch, min(sp.max_bytes, max_bytes - total),
-                               for_consumer=False, min_one=total == 0, before_read=attach)
+            r = read_partition(self.rm, tp, sp.fetch_offset, sp.leader_epoch, budget,
+                               for_consumer=False, min_one=min_one, before_read=attach)
+            if throttled and throttle is not None:
+                throttle.leader.record(len(r.records))
             error = error or r.error != ErrorCode.NONE
             if not r.error and not r.records and r.log_end_offset > sp.fetch_offset:
                 starved.add(tp)
@@ -166,6 +175,12 @@ class StreamFetchSession:
                 total += len(r.records) - (len(answers[tp].records) if tp in answers else 0)
                 answers[tp] = r
         return error
+
+
+    def _leader_throttled(self, throttle: ReplicationThrottles, session: LeaderSession, tp: TopicPartition) -> bool:
+        part = self.rm.partitions.get(tp)
+        return part is not None and part.is_leader and throttle.leader_throttled(
+            part.log.config.extra, tp.partition, session.replica_id, part.isr)
 
 
 def _encode(correlation_id: int, session: LeaderSession, results: dict[TopicPartition, FetchPartitionResult]) -> bytes:

@@ -26,7 +26,9 @@ from services.broker.pipeline import RequestPipeline
 from services.broker.quota_client import QuotaReporter
 from services.broker.quota_state import QuotaAccounting
 from services.broker.replica_manager import ReplicaManager
+from services.broker.replication_throttle import ReplicationThrottles, effective_broker_configs
 from services.broker.server import BrokerServicer, add_broker_servicer
+from services.broker.throttle_metrics import ThrottleCollector
 from services.broker.txn_verify import TxnVerifier
 from shared.coordinator_lookup import request_internal_topic
 from shared.proto import tidelog_pb2 as pb
@@ -91,6 +93,8 @@ class Broker(Service[BrokerSettings]):
                                        replica_fetch_wait_max_ms=settings.replica_fetch_wait_max_ms,
                                        incarnation=self.incarnation)
         self.metadata = MetadataCache(self.store, self._on_metadata)
+        # Replication throttles (broker configs *.replication.throttled.rate), read by the fetch paths.
+        self.replicas.replication_throttle = ReplicationThrottles(settings.id)  # type: ignore[attr-defined]
         self.cleaner_jobs = CleanerJobs(self.replicas, self.replicas.clock, settings.log_cleaner_lease_ms,
                                         settings.log_cleaner_dedupe_buffer_size,
                                         checker=ResultChecker(processes=settings.log_cleaner_check_processes))
@@ -142,6 +146,7 @@ class Broker(Service[BrokerSettings]):
         self._metrics = metrics
         self._cleaner_metrics = CleanerCollector(self.settings.id)
         REGISTRY.register(self._cleaner_metrics)
+        REGISTRY.register(ThrottleCollector(self.replicas.replication_throttle))  # type: ignore[attr-defined]
 
     async def _active_quota_instance(self) -> str | None:
         found = await self.store.get(self.store.keys.quota_leader())
@@ -199,6 +204,7 @@ class Broker(Service[BrokerSettings]):
         self.store.watch_prefix(self.store.keys.offsets_owners_prefix(), self._on_coordinator_owners, "offsets owners")
         self.store.watch_prefix(self.store.keys.txn_owners_prefix(), self._on_txn_coordinator_owners, "txn owners")
         self.store.watch_prefix(self.store.keys.quotas_prefix(), self._on_quota_configs, "quotas")
+        self.store.watch_prefix(self.store.keys.broker_configs_prefix(), self._on_broker_configs, "broker configs")
         await asyncio.wait_for(self.metadata.ready.wait(), 30)
         if self._metrics is not None:  # the first metadata opened (and recovered) the logs
             self._metrics.recovery_seconds.set(time.monotonic() - opening)
@@ -230,6 +236,12 @@ class Broker(Service[BrokerSettings]):
     def _on_quota_configs(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
         """The quota entries, for provisional decisions on pairs the quota service has not decided yet."""
         self.quota_accounting.set_configs(parse_configs(self.store.keys.quotas_prefix(), snap))
+
+    def _on_broker_configs(self, snap: dict[bytes, tuple[Any, int, int]]) -> None:
+        own = snap.get(self.store.keys.broker_config(self.settings.id))
+        default = snap.get(self.store.keys.broker_config("<default>"))
+        self.replicas.replication_throttle.set_broker_configs(  # type: ignore[attr-defined]
+            effective_broker_configs(own[0] if own else None, default[0] if default else None))
 
     def _on_lease_lost(self) -> None:
         self.replicas.fence()

@@ -28,6 +28,7 @@ import grpc
 
 from services.broker.fetch_sessions import FetchPlan, FollowerSession, Position
 from services.broker.replication_rules import truncation_offset
+from services.broker.replication_throttle import ReplicationThrottles
 from shared.errors import ErrorCode, TidelogError
 from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
@@ -76,6 +77,7 @@ class ReplicaFetcher:
         self.session = FollowerSession()  # the fetch session on that stream
         self._to_truncate: set[TopicPartition] = set()  # awaiting the divergence check (OffsetsForLeaderEpoch)
         self._backing_off: set[TopicPartition] = set()  # left out of requests until their retry time
+        self._throttled: set[TopicPartition] = set()  # left out while the follower replication quota is exceeded
         self._task = asyncio.ensure_future(self._run())
 
     async def _connect(self) -> bool:
@@ -205,11 +207,24 @@ class ReplicaFetcher:
                                                           "leader_epoch": leader_epoch})
             part.truncate_to(target)
 
+    def _follower_throttle(self, tp: TopicPartition, part: Partition) -> ReplicationThrottles | None:
+        """The broker's throttles if ``tp`` is a throttled replica here (follower.replication.throttled.*)."""
+        throttle: ReplicationThrottles | None = getattr(self.rm, "replication_throttle", None)
+        if throttle is None or not throttle.follower.limited \
+                or not throttle.follower_throttled(part.log.config.extra, tp.partition, part.isr):
+            return None
+        return throttle
+
     def _position(self, tp: TopicPartition, now: float) -> Position | None:
-        """Where ``tp`` is fetched from, or None while it is not fetched (truncation pending, backing off)."""
+        """Where ``tp`` is fetched from, or None while it is not fetched (truncation pending, backing off,
+        throttled with the follower replication quota used up)."""
         st = self.partitions.get(tp)
         part = self._partition(tp)
         if st is None or part is None or not st.truncated or st.retry_at > now:
+            return None
+        throttle = self._follower_throttle(tp, part)
+        if throttle is not None and throttle.follower.exceeded():
+            self._throttled.add(tp)
             return None
         return Position(part.log_end_offset, st.leader_epoch, part.log.log_start_offset)
 
@@ -219,13 +234,19 @@ class ReplicaFetcher:
         for tp in [tp for tp in self._backing_off if tp not in self.partitions or self.partitions[tp].retry_at <= now]:
             self._backing_off.discard(tp)
             self.session.mark(tp)
+        for tp in self._throttled:  # asked again: still left out while the quota is used up
+            self.session.mark(tp)
+        self._throttled = set()
         plan = self.session.plan(lambda tp: self._position(tp, now), self.partitions)
         topics: dict[str, list[pb.FetchPartition]] = {}
         for tp, pos in plan.upserts.items():
             if (st := self.partitions.get(tp)) is not None:
                 st.sent_log_start = pos.log_start_offset
+            max_bytes = self.partition_max_bytes
+            if (part := self._partition(tp)) is not None and (throttle := self._follower_throttle(tp, part)):
+                max_bytes = max(1, throttle.follower.allowance(max_bytes))  # at most what the quota has left
             topics.setdefault(tp.topic, []).append(pb.FetchPartition(
-                partition=tp.partition, fetch_offset=pos.fetch_offset, partition_max_bytes=self.partition_max_bytes,
+                partition=tp.partition, fetch_offset=pos.fetch_offset, partition_max_bytes=max_bytes,
                 current_leader_epoch=pos.leader_epoch, log_start_offset=pos.log_start_offset))
         forgotten: dict[str, list[pb.FetchPartition]] = {}
         for tp in plan.forgotten:
@@ -300,6 +321,8 @@ class ReplicaFetcher:
                 log.warning("follower append failed", extra={"tp": str(part.tp), "error": str(exc)})
                 self._untruncate(tp, st)
                 return
+            if (throttle := self._follower_throttle(tp, part)) is not None:
+                throttle.follower.record(len(p.records))
         part.follower_update_hw(p.high_watermark)
         part.follower_update_log_start(p.log_start_offset)  # records deleted on the leader go here too
         if part.log.log_start_offset != st.sent_log_start:

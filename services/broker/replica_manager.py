@@ -39,6 +39,13 @@ def wall_ms() -> int:
 
 
 
+def _forget_removed_followers(part: Partition) -> None:
+    """A leader stops tracking replicas no longer assigned (a completed reassignment removed them):
+    their last fetch positions must not count for the ISR or the low watermark."""
+    for replica in [r for r in part.followers if r not in part.replicas]:
+        del part.followers[replica]
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, clock: Callable[[], int] = wall_ms, *,
                  replica_lag_time_max_ms: int = 30_000, replica_fetch_wait_max_ms: int = 500,
@@ -99,6 +106,7 @@ class ReplicaManager:
             if st is not None:
                 part.update_state(st.leader, st.leader_epoch, st.isr, replicas, st.partition_epoch,
                                   int(config.extra["min.insync.replicas"]))
+            _forget_removed_followers(part)
         # Only partitions with other replicas can ever change their ISR: the 10-per-second check skips the rest.
         self._replicated = [p for p in self.partitions.values() if len(p.replicas) > 1 and p.leader_id == self.broker_id]
         self._under_replicated = {p for p in self._replicated if len(p.isr) < len(p.replicas)}
@@ -155,7 +163,8 @@ class ReplicaManager:
             if not part.is_leader or self.isr_sender.busy(part):
                 continue
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
-            expand = part.isr_expansion_candidates(self.replica_lag_time_max_ms)
+            # A replica removed by a reassignment may still fetch until it hears of it: never propose it.
+            expand = [b for b in part.isr_expansion_candidates(self.replica_lag_time_max_ms) if b in part.replicas]
             if not shrink and not expand:
                 continue
             self.isr_sender.propose(part, [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand])

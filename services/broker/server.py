@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from services.broker.api import BrokerApi
+from services.broker.api import describe_log_dirs as describe_log_dirs_api
 from services.broker.api import describe_producers as describe_producers_api
 from services.broker.api import fetch as fetch_api
 from services.broker.api import init_producer_id as init_producer_id_api
@@ -315,6 +316,16 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     for s in r.producers]))
         return pb.DescribeProducersResponse(topics=[pb.DescribeProducersTopicResult(name=t, partitions=ps)
                                                     for t, ps in by_topic.items()])
+
+    async def DescribeLogDirs(self, request: pb.DescribeLogDirsRequest, context: Any) -> pb.DescribeLogDirsResponse:
+        d = describe_log_dirs_api.describe_log_dirs(self.api, [(t.name, list(t.partitions)) for t in request.topics])
+        by_topic: dict[str, list[pb.DescribeLogDirsPartition]] = {}
+        for r in d.replicas:
+            by_topic.setdefault(r.tp.topic, []).append(pb.DescribeLogDirsPartition(
+                partition=r.tp.partition, size=r.size, offset_lag=r.offset_lag, is_future=r.is_future))
+        return pb.DescribeLogDirsResponse(broker_id=self.api.broker_id, results=[pb.DescribeLogDirsResult(
+            log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes,
+            topics=[pb.DescribeLogDirsTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()])])
 
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
         name = COORDINATOR_TOPICS.get(request.key_type)

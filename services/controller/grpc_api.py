@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import grpc
 
+from services.controller import grpc_reassignments as reassignments_grpc
 from services.controller.api import ControllerApi
 from services.controller.api import alter_partition as alter_partition_api
 from services.controller.api import controlled_shutdown as controlled_shutdown_api
@@ -64,3 +65,11 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         r = await controlled_shutdown_api.controlled_shutdown(self.api, ctx, call)
         return pb.ControlledShutdownResponse(error_code=r.error, error_message=r.message,
                                              remaining_leaderships=r.remaining_leaderships)
+
+    async def AlterPartitionReassignments(self, request: pb.AlterPartitionReassignmentsRequest,  # type: ignore[override]
+                                          context: object, ctx: RequestContext) -> pb.AlterPartitionReassignmentsResponse:
+        return await reassignments_grpc.alter(self.api, ctx, request)
+
+    async def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest,  # type: ignore[override]
+                                         context: object, ctx: RequestContext) -> pb.ListPartitionReassignmentsResponse:
+        return await reassignments_grpc.list_(self.api, ctx, request)

@@ -17,6 +17,7 @@ from services.controller.api import ControllerApi
 from services.controller.election import ControllerElection, ControllerIdentity
 from services.controller.grpc_api import ControllerServicer, add_to_server
 from services.controller.internal_topics import ensure_offsets_topic
+from services.controller.leader_balance import LeaderBalancer
 from services.controller.metrics import controller_observer
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
@@ -33,6 +34,9 @@ class ControllerSettings(ServiceSettings):
     auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable")
     leader_imbalance_check_interval_seconds: int = Field(
         300, ge=1, le=86_400, description="leader.imbalance.check.interval.seconds"
+    )
+    leader_imbalance_per_broker_percentage: float = Field(
+        10.0, ge=0, le=100, description="leader.imbalance.per.broker.percentage"
     )
     offsets_topic_num_partitions: int = Field(50, ge=1, le=1000, description="offsets.topic.num.partitions")
     offsets_topic_replication_factor: int = Field(3, ge=1, le=10, description="offsets.topic.replication.factor")
@@ -72,8 +76,14 @@ class Controller(Service[ControllerSettings]):
         )
         topics = TopicManager(self.store, election)
         partitions = PartitionController(
-            self.store, election, auto_leader_rebalance=s.auto_leader_rebalance_enable,
+            self.store, election, auto_leader_rebalance=False,  # the LeaderBalancer below applies Kafka's rule
             rebalance_interval_s=s.leader_imbalance_check_interval_seconds,
+        )
+        leader_balancer = LeaderBalancer(
+            partitions, lambda: election.active, enabled=s.auto_leader_rebalance_enable,
+            percentage=s.leader_imbalance_per_broker_percentage,
+            interval_s=s.leader_imbalance_check_interval_seconds,
+            reassigning=lambda: partitions.reassigning,  # Kafka leaves partitions being reassigned alone
         )
         if s.metrics_port >= 0:
             observer = controller_observer(lambda: election.epoch)
@@ -86,6 +96,7 @@ class Controller(Service[ControllerSettings]):
         self._tasks.append(asyncio.create_task(self._rest.serve(sockets=[sock])))
         self._tasks.append(asyncio.create_task(election.run()))
         self._tasks.append(asyncio.create_task(partitions.run()))
+        self._tasks.append(asyncio.create_task(leader_balancer.run()))
         self._tasks.append(asyncio.create_task(ensure_offsets_topic(
             topics, election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
         while not self._rest.started:

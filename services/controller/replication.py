@@ -26,18 +26,21 @@ from services.controller.partitions import (
     on_controlled_shutdown,
     preferred_elections,
 )
+from services.controller.reassignment import Request, Step, advance_all, alter_reassignments, describe
 from shared.config import effective_configs
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore
 from shared.metadata.txn_limits import chunked
-from shared.metadata.types import PartitionState, TopicRecord
+from shared.metadata.types import PartitionState, ReassignmentRecord, TopicRecord
 from shared.netprobe import tcp_probe_async
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
 #: Requests naming at most this many partitions read them key by key; more, with one read of everything.
 SMALL_READ = 16
+#: Partitions per reassignment transaction (each writes its state and record, guarded by both revisions).
+STEP_CHUNK = 36
 
 
 class PartitionController:
@@ -55,6 +58,7 @@ class PartitionController:
         self._refusals: dict[int, int] = {}
         self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
         self.observer: Any = None  # services.controller.metrics.ControllerObserver when metrics are on
+        self.reassigning: set[TopicPartition] = set()  # partitions under reassignment, as last read
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class PartitionController:
             changes = on_brokers_changed(topics, {tp: s for tp, (s, _) in states.items()}, live, unclean)
             await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "broker change")
             self._log_offline({tp: changes.get(tp, s) for tp, (s, _) in states.items()}, live)
+            await self._advance_reassignments()
 
     def _log_offline(self, states: dict[TopicPartition, PartitionState], live: set[int]) -> None:
         """Say once per change of the live brokers that a partition stays offline, and why (Kafka logs
@@ -213,6 +218,8 @@ class PartitionController:
             new = alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr,
                                   await self.live_brokers())
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
+            if tp in self.reassigning:
+                self.poke()  # the ISR may now hold every target replica: complete the reassignment
             return new
 
     async def alter_partitions(self, broker: int, incarnation: str,
@@ -227,6 +234,8 @@ class PartitionController:
             changes = {tp: r for (tp, _, _, _), r in zip(items, results) if isinstance(r, PartitionState)}
             not_written = await self._apply(changes, {tp: states[tp][1] for tp in changes},
                                             f"AlterPartition from broker {broker}", tolerate_conflicts=True)
+            if not self.reassigning.isdisjoint(changes):
+                self.poke()  # the ISR may now hold every target replica: complete the reassignment
             return [TidelogError(f"{tp} changed concurrently: retry with the current partition epoch",
                                  code=ErrorCode.INVALID_UPDATE_VERSION) if tp in not_written else r
                     for (tp, _, _, _), r in zip(items, results)]
@@ -269,3 +278,106 @@ class PartitionController:
     def describe_changes(self, changes: dict[TopicPartition, PartitionState]) -> list[dict[str, Any]]:
         return [{"topic": tp.topic, "partition": tp.partition, "leader": st.leader, "leader_epoch": st.leader_epoch}
                 for tp, st in sorted(changes.items())]
+
+    # -- reassignments (KIP-455; the rules are ``reassignment``'s) ---------------------------------------
+
+    async def load_reassignments(self) -> dict[TopicPartition, tuple[ReassignmentRecord, int]]:
+        snap = await self.store.get_prefix(self.keys.reassignments_prefix())
+        prefix = self.keys.reassignments_prefix().decode()
+        out: dict[TopicPartition, tuple[ReassignmentRecord, int]] = {}
+        for key, (value, _, mod) in snap.items():
+            topic, _, p = key.decode()[len(prefix):].rpartition("/")
+            out[TopicPartition(topic, int(p))] = (ReassignmentRecord.from_json(value), mod)
+        self.reassigning = set(out)
+        return out
+
+    async def alter_reassignments(self, requests: list[Request], attempts: int = 5) -> dict[TopicPartition, Step]:
+        """Start, replace or cancel (target None) reassignments: all of them or, on any error, none. A
+        partition state changed meanwhile (an ISR change of a busy partition) is read again and retried."""
+        for attempt in range(attempts):
+            try:
+                return await self._alter_reassignments(requests)
+            except ConflictError:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _alter_reassignments(self, requests: list[Request]) -> dict[TopicPartition, Step]:
+        async with self.lock:
+            topics, states, live = await self.load()
+            ongoing = await self.load_reassignments()
+            registered = {int(v["id"]) for v, _, _ in (await self.store.get_prefix(self.keys.brokers_prefix())).values()}
+            steps = alter_reassignments(topics, {tp: s for tp, (s, _) in states.items()},
+                                        {tp: r for tp, (r, _) in ongoing.items()}, requests, registered, live)
+            await self._apply_steps(topics, steps, states, ongoing, "reassignment altered")
+            return steps
+
+    async def list_reassignments(self, only: set[TopicPartition] | None = None) -> list[dict[str, Any]]:
+        ongoing = await self.load_reassignments()
+        wanted = {tp: r for tp, (r, _) in ongoing.items() if only is None or tp in only}
+        topics: dict[str, TopicRecord] = {}
+        for name in {tp.topic for tp in wanted}:
+            got = await self.store.get(self.keys.topic(name))
+            if got is not None:
+                topics[name] = TopicRecord.from_json(got[0])
+        return describe(topics, wanted)
+
+    async def _advance_reassignments(self) -> None:
+        """Complete the reassignments whose target replicas are all in the ISR (called under the lock,
+        on every reconcile: a newly active controller resumes what its predecessor started)."""
+        ongoing = await self.load_reassignments()
+        if not ongoing:
+            return
+        topics, states, live = await self.load()
+        steps = advance_all(topics, {tp: s for tp, (s, _) in states.items()},
+                            {tp: r for tp, (r, _) in ongoing.items()}, live)
+        stale = [tp for tp in ongoing if tp.topic not in topics or tp not in states]
+        if stale:  # the topic (or partition) was deleted under it
+            await self.election.write([self.store.op_delete(self.keys.reassignment(tp.topic, tp.partition))
+                                       for tp in stale[:100]])
+        await self._apply_steps(topics, steps, states, ongoing, "reassignment completed")
+
+    async def _apply_steps(self, topics: dict[str, TopicRecord], steps: dict[TopicPartition, Step],
+                           states: dict[TopicPartition, tuple[PartitionState, int]],
+                           ongoing: dict[TopicPartition, tuple[ReassignmentRecord, int]], why: str) -> None:
+        """Write each step — the topic record's replica list, the partition state, the reassignment
+        record — in transactions guarded by every revision read, a topic's partitions in chunks."""
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in sorted(steps):
+            by_topic.setdefault(tp.topic, []).append(tp)
+        for name, tps in by_topic.items():
+            for chunk in chunked(tps, STEP_CHUNK):
+                got = await self.store.get(self.keys.topic(name))
+                if got is None:
+                    raise ConflictError(f"topic {name!r} was deleted concurrently")
+                topic, topic_rev = TopicRecord.from_json(got[0]), got[2]
+                if any(topic.assignment.get(tp.partition) != topics[name].assignment.get(tp.partition) for tp in chunk):
+                    raise ConflictError(f"topic {name!r} replicas changed concurrently")
+                assignment = dict(topic.assignment)
+                ops = []
+                compares = [self.store.cmp_mod_revision(self.keys.topic(name), topic_rev)]
+                for tp in chunk:
+                    step = steps[tp]
+                    assignment[tp.partition] = step.replicas
+                    pkey, rkey = self.keys.partition(tp.topic, tp.partition), self.keys.reassignment(tp.topic, tp.partition)
+                    ops.append(self.store.op_put(pkey, step.state.to_json()))
+                    compares.append(self.store.cmp_mod_revision(pkey, states[tp][1]))
+                    ops.append(self.store.op_put(rkey, step.reassignment.to_json()) if step.reassignment
+                               else self.store.op_delete(rkey))
+                    compares.append(self.store.cmp_mod_revision(rkey, ongoing[tp][1]) if tp in ongoing
+                                    else self.store.cmp_absent(rkey))
+                new = TopicRecord(topic.name, topic.topic_id, assignment, topic.configs)
+                ops.append(self.store.op_put(self.keys.topic(name), new.to_json()))
+                await self.election.write(ops, compares, "reassigned partitions changed concurrently")
+                for tp in chunk:
+                    step = steps[tp]
+                    r = step.reassignment
+                    log.info("partition reassignment", extra={
+                        "tp": str(tp), "why": why, "replicas": str(step.replicas), "leader": step.state.leader,
+                        "isr": str(step.state.isr), "adding": str(r.adding if r else []),
+                        "removing": str(r.removing if r else [])})
+                    if r is None:
+                        self.reassigning.discard(tp)
+                    else:
+                        self.reassigning.add(tp)

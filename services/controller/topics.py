@@ -110,7 +110,8 @@ class TopicManager:
         conflict = f"topic {name!r} was created concurrently"
         async with self._write_lock:
             # Leftovers of a create that failed half-way (partition states without a topic record).
-            await self._write([self.store.op_delete(self.keys.partitions_prefix(name), prefix=True)], absent, conflict)
+            await self._write([self.store.op_delete(self.keys.partitions_prefix(name), prefix=True),
+                               self.store.op_delete(self.keys.reassignments_prefix(name), prefix=True)], absent, conflict)
             await self._write_partition_states(name, assignment, absent, conflict)
             await self._write([self.store.op_put(self.keys.topic(name), record.to_json())], absent, conflict)
         return await self.describe(name)
@@ -128,6 +129,7 @@ class TopicManager:
         ops = [
             self.store.op_delete(self.keys.topic(name)),
             self.store.op_delete(self.keys.partitions_prefix(name), prefix=True),
+            self.store.op_delete(self.keys.reassignments_prefix(name), prefix=True),
         ]
         await self._write(ops, [self.store.cmp_mod_revision(self.keys.topic(name), rev)], f"topic {name!r} changed concurrently")
 

@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.coordinator.assignors import partition_racks
 from shared.metadata.keys import Keys
 from shared.metadata.store import MetadataStore, Snapshot
 from shared.metadata.types import PartitionState, TopicRecord
 from shared.offsets_topic import OFFSETS_TOPIC
+from shared.types import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class CoordinatorView:
     instances: dict[str, str] = field(default_factory=dict)  # coordinator instance -> address
     #: internal topic -> partition -> ownership value (+ create_revision)
     topic_owners: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    broker_racks: dict[int, str | None] = field(default_factory=dict)  # id -> broker.rack
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)  # topic -> partition -> replicas
+    #: partition -> racks of its replicas, for the rack-aware group assignors (KIP-881)
+    partition_racks: dict[TopicPartition, frozenset[str]] = field(default_factory=dict)
 
     @property
     def offsets_partitions(self) -> int:
@@ -70,6 +76,7 @@ class ViewWatcher:
         self.watched = list(watched)
         self.ready = asyncio.Event()
         self._seen: set[str] = set()
+        self._racks_seen: dict[int, str] = {}
 
     def start(self) -> None:
         k = self.keys
@@ -98,12 +105,29 @@ class ViewWatcher:
 
     def _brokers(self, snap: Snapshot) -> None:
         self.view.brokers = {int(v["id"]): v["address"] for v, _, _ in snap.values()}
+        self.view.broker_racks = {int(v["id"]): v.get("rack") or None for v, _, _ in snap.values()}
+        racks_changed = self._update_racks()
         self._loaded("brokers")
+        if racks_changed and "topics" in self._seen:
+            self.on_topics()
+
+    def _update_racks(self) -> bool:
+        """Recompute the partitions' replica racks; True if they changed. A broker that left keeps its
+        rack here until it registers again (its replicas are still on that rack)."""
+        known = {**self._racks_seen, **{b: r for b, r in self.view.broker_racks.items() if r}}
+        self._racks_seen = known
+        racks = partition_racks(self.view.assignments, known)
+        changed = racks != self.view.partition_racks
+        self.view.partition_racks = racks
+        return changed
 
     def _topics(self, snap: Snapshot) -> None:
-        topics = {t.name: (t.topic_id, len(t.assignment)) for t in (TopicRecord.from_json(v) for v, _, _ in snap.values())}
+        records = [TopicRecord.from_json(v) for v, _, _ in snap.values()]
+        topics = {t.name: (t.topic_id, len(t.assignment)) for t in records}
         changed = topics != self.view.topics
         self.view.topics = topics
+        self.view.assignments = {t.name: t.assignment for t in records}
+        changed = self._update_racks() or changed
         self._loaded("topics")
         if changed:
             self.on_topics()

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
-from services.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignmentMember
+from services.coordinator.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, AssignmentMember, PartitionRacks
 from services.coordinator.records import MemberState
 from shared.errors import ErrorCode, GroupError
 from shared.types import TopicPartition
@@ -182,11 +182,13 @@ def assignor_name(members: Iterable[Member]) -> str:
 
 
 def compute_target(members: Mapping[str, Member], topics: Mapping[str, int],
-                   current: Mapping[str, set[TopicPartition]]) -> dict[str, set[TopicPartition]]:
-    """The assignor's target assignment for these members (sticky to ``current``)."""
-    view = [AssignmentMember(m.member_id, m.subscription(topics), m.instance_id or m.member_id)
+                   current: Mapping[str, set[TopicPartition]],
+                   racks: PartitionRacks | None = None) -> dict[str, set[TopicPartition]]:
+    """The assignor's target assignment for these members (sticky to ``current``); ``racks``, the
+    partitions' replica racks, lets it keep members' fetches in their rack (KIP-881)."""
+    view = [AssignmentMember(m.member_id, m.subscription(topics), m.instance_id or m.member_id, m.rack_id or None)
             for m in members.values()]
-    return ASSIGNORS[assignor_name(members.values())](view, topics, dict(current))
+    return ASSIGNORS[assignor_name(members.values())](view, topics, dict(current), racks)
 
 
 # -- member reconciliation: revoke before assign ------------------------------------------------------

@@ -76,9 +76,11 @@ class Decision:
 
 class Membership:
     def __init__(self, config: GroupConfig, topics: Mapping[str, int], builder: RecordBuilder,
-                 new_member_id: Callable[[], str]) -> None:
+                 new_member_id: Callable[[], str],
+                 racks: Mapping[TopicPartition, frozenset[str]] | None = None) -> None:
         self.config = config
         self.topics = topics  # topic name -> partition count, kept current by the shard
+        self.racks = racks if racks is not None else {}  # partition -> replica racks, kept current by the shard
         self.builder = builder
         self.new_member_id = new_member_id
 
@@ -112,7 +114,7 @@ class Membership:
             recs.append(self.builder.group_epoch(gid, epoch, digest))
         target_epoch = group.target_epoch
         if epoch > target_epoch:
-            target, target_epoch = compute_target(members, self.topics, target), epoch
+            target, target_epoch = compute_target(members, self.topics, target, self.racks), epoch
             recs.extend(self.builder.target(gid, target, target_epoch))
         before = updated.current()
         after = next_assignment(updated, target.get(updated.member_id, set()), target_epoch, members, req.owned)
@@ -230,7 +232,7 @@ class Membership:
         if digest != group.metadata_hash and members:
             epoch += 1
         recs.append(self.builder.group_epoch(gid, epoch, digest))
-        recs.extend(self.builder.target(gid, compute_target(members, self.topics, target), epoch))
+        recs.extend(self.builder.target(gid, compute_target(members, self.topics, target, self.racks), epoch))
         return recs
 
     def expired(self, group: ConsumerGroup, now_ms: int) -> list[str]:
@@ -253,7 +255,7 @@ class Membership:
         if digest == group.metadata_hash:
             return []
         epoch = group.epoch + 1
-        target = compute_target(group.members, self.topics, group.target)
+        target = compute_target(group.members, self.topics, group.target, self.racks)
         return [self.builder.group_epoch(group.group_id, epoch, digest),
                 *self.builder.target(group.group_id, target, epoch)]
 

@@ -193,7 +193,7 @@ class CoordinatorRuntime:
 
     async def _apply_topics(self, pr: PartitionRuntime) -> None:
         with contextlib.suppress(Exception):
-            await self.write(pr, pr.shard.set_topics(self.view.topics))
+            await self.write(pr, pr.shard.set_topics(self.view.topics, self.view.partition_racks))
 
     def _on_membership(self) -> None:
         self._replan.set()
@@ -276,12 +276,12 @@ class CoordinatorRuntime:
             assert pr.writer is not None
             marker = await pr.writer.write_marker()
             if kind.follows_topics:
-                pr.shard.set_topics(self.view.topics)
+                pr.shard.set_topics(self.view.topics, self.view.partition_racks)
             count, secs = await load_partition(pr.partition, marker + 1, stub_for, pr.shard.replay, topic=kind.topic)
             pr.shard.loaded(self.now_ms())
             if kind.follows_topics:
                 # Topics may have changed while no one owned the partition: bump those groups' epochs now.
-                await pr.writer.write(pr.shard.set_topics(self.view.topics))
+                await pr.writer.write(pr.shard.set_topics(self.view.topics, self.view.partition_racks))
             pr.loaded = True
             pr.stats = {"records": count, "seconds": round(secs, 3), "records_per_s": round(count / secs) if secs else 0}
             log.info("partition loaded", extra={**where, **pr.stats})

@@ -92,16 +92,22 @@ class GroupShard:
         self.topics: dict[str, int] = {}  # name -> partition count
         self.topic_ids: dict[str, str] = {}  # name -> id
         self.topic_names: dict[str, str] = {}  # id -> name
+        self.racks: dict[TopicPartition, frozenset[str]] = {}  # partition -> replica racks (KIP-881)
         self.builder = RecordBuilder(self.topic_ids)
         self.pending = PendingOffsets(self.builder)
         self._decoded_keys: dict[bytes, r.RecordKey] = {}
-        self.membership = Membership(config, self.topics, self.builder, new_member_id or (lambda: uuid.uuid4().hex))
+        self.membership = Membership(config, self.topics, self.builder, new_member_id or (lambda: uuid.uuid4().hex),
+                                     self.racks)
         self.classic = ClassicGroups(config, new_uuid or (lambda: str(uuid.uuid4())))
 
     # -- topic metadata -------------------------------------------------------------------------
 
-    def set_topics(self, topics: Mapping[str, tuple[str, int]]) -> list[Rec]:
-        """Topic name -> (topic id, partition count). Returns epoch bumps for groups it affects."""
+    def set_topics(self, topics: Mapping[str, tuple[str, int]],
+                   racks: Mapping[TopicPartition, frozenset[str]] | None = None) -> list[Rec]:
+        """Topic name -> (topic id, partition count), and the partitions' replica racks for the
+        rack-aware assignors. Returns epoch bumps for groups it affects."""
+        self.racks.clear()
+        self.racks.update(racks or {})
         self.topics.clear()
         self.topics.update({name: n for name, (_, n) in topics.items()})
         self.topic_ids.clear()

@@ -10,6 +10,7 @@ from shared.cli.bench_group import bench_group
 from shared.cli.bench_partitions import bench_partitions
 from shared.cli.bench_quota import bench_quota
 from shared.cli.bench_txn import bench_txn
+from shared.cli.brokers_cmds import brokers
 from shared.cli.cleaner_cmds import bench_compact, cleaner
 from shared.cli.cluster_cmds import down, status, up
 from shared.cli.dump_log import dump_log
@@ -17,6 +18,7 @@ from shared.cli.groups import groups
 from shared.cli.plugins import PluginGroup
 from shared.cli.produce_consume import consume, produce
 from shared.cli.quotas import quotas
+from shared.cli.reassign import decommission, reassign
 from shared.cli.top import top
 from shared.cli.topics import topics
 from shared.cli.transactions import transactions
@@ -39,6 +41,9 @@ cli.add_command(up)
 cli.add_command(down)
 cli.add_command(status)
 cli.add_command(topics)
+cli.add_command(brokers)
+brokers.add_command(decommission)
+cli.add_command(reassign)
 cli.add_command(top)
 cli.add_command(groups)
 cli.add_command(transactions)

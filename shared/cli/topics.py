@@ -116,17 +116,24 @@ def delete(name: str, bootstrap: str | None, rest: str | None, data_dir: str) ->
 @click.option("--config", "configs", multiple=True, help="set key=value (repeatable)")
 @click.option("--delete-config", "deletes", multiple=True, help="remove an override (repeatable)")
 @click.option("--partitions", type=click.IntRange(1, 10_000), default=None, help="grow to this many partitions")
+@click.option("--replication-factor", type=click.IntRange(1, 64), default=None,
+              help="raise or lower the replication factor (through a reassignment; waits until done)")
 @cluster_options
 def alter(name: str, configs: tuple[str, ...], deletes: tuple[str, ...], partitions: int | None,
-          bootstrap: str | None, rest: str | None, data_dir: str) -> None:
-    """Change configs or grow the partition count of topic NAME."""
+          replication_factor: int | None, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Change configs, grow the partition count or change the replication factor of topic NAME."""
     admin = _admin(bootstrap, rest, data_dir)
-    if not configs and not deletes and partitions is None:
-        raise click.UsageError("nothing to change: give --config, --delete-config or --partitions")
+    if not configs and not deletes and partitions is None and replication_factor is None:
+        raise click.UsageError("nothing to change: give --config, --delete-config, --partitions or "
+                               "--replication-factor")
     changes: dict[str, Any] = dict(_parse_configs(configs))
     changes.update({k: None for k in deletes})
     if changes:
         _call(admin.alter_configs, name, changes)
     if partitions is not None:
         _call(admin.create_partitions, name, partitions)
+    if replication_factor is not None:
+        from shared.cli.reassign import change_replication_factor  # imports this module
+
+        change_replication_factor(admin, name, replication_factor)
     click.echo(f"Altered topic {name}.")

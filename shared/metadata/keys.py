@@ -5,8 +5,12 @@
                                                 its create_revision is the controller epoch
     /tidelog/<cluster>/heartbeats/controller    fenced write the active controller makes every tick
     /tidelog/<cluster>/brokers/<id>             {address, rack, incarnation} on the broker's lease
+    /tidelog/<cluster>/broker-configs/<id>      dynamic broker configs {name: value}; <id> is a broker id
+                                                or <default> (every broker), persistent
     /tidelog/<cluster>/topics/<name>            {topic id, replica assignment, configs}
     /tidelog/<cluster>/partitions/<name>/<p>    {leader, leader_epoch, isr, partition_epoch}
+    /tidelog/<cluster>/reassignments/<name>/<p> an ongoing reassignment (KIP-455) {target, adding, removing};
+                                                the topic record then lists the union replica set
     /tidelog/<cluster>/quotas/<entity>          quota values {key: value}; <entity> is users/<u>[/clients/<c>]
                                                 or clients/<c> (names percent-encoded, see shared.quota.entities)
     /tidelog/<cluster>/quota-leader             the active quota instance {id, address} on its lease
@@ -52,6 +56,13 @@ class Keys:
     def broker(self, broker_id: int) -> bytes:
         return f"{self.root}brokers/{broker_id}".encode()
 
+    def broker_configs_prefix(self) -> bytes:
+        return f"{self.root}broker-configs/".encode()
+
+    def broker_config(self, broker: int | str) -> bytes:
+        """A broker's dynamic configs; ``broker`` is its id or ``"<default>"``."""
+        return f"{self.root}broker-configs/{broker}".encode()
+
     def topics_prefix(self) -> bytes:
         return f"{self.root}topics/".encode()
 
@@ -63,6 +74,12 @@ class Keys:
 
     def partition(self, topic: str, partition: int) -> bytes:
         return f"{self.root}partitions/{topic}/{partition}".encode()
+
+    def reassignments_prefix(self, topic: str | None = None) -> bytes:
+        return f"{self.root}reassignments/{topic + '/' if topic else ''}".encode()
+
+    def reassignment(self, topic: str, partition: int) -> bytes:
+        return f"{self.root}reassignments/{topic}/{partition}".encode()
 
     def quotas_prefix(self) -> bytes:
         return f"{self.root}quotas/".encode()

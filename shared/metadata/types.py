@@ -43,3 +43,24 @@ class PartitionState:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PartitionState:
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(x) for x in d["isr"]], int(d.get("partition_epoch", 0)))
+
+
+@dataclass(frozen=True)
+class ReassignmentRecord:
+    """``/reassignments/<topic>/<p>``: a partition under reassignment (Kafka's KIP-455).
+
+    While it exists the topic record lists the full replica set (the original replicas in their order,
+    then ``adding``); ``target`` is the set (in preferred order) it becomes once every target replica
+    is in the ISR; ``removing`` leave then. The original replicas are the full set minus ``adding``."""
+
+    target: list[int]
+    adding: list[int]
+    removing: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ReassignmentRecord:
+        return cls([int(x) for x in d["target"]], [int(x) for x in d.get("adding", [])],
+                   [int(x) for x in d.get("removing", [])])

@@ -89,6 +89,11 @@ class BrokerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/tidelog.v1.Broker/DescribeLogDirs',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -173,6 +178,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Kafka's DescribeLogDirs: this broker's log directory (path, total and usable bytes) and, per
+        partition replica it holds, its size on disk and offset lag (kafka-log-dirs.sh --describe).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -230,6 +243,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -539,6 +557,33 @@ class Broker:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Broker/DescribeLogDirs',
+            shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.DescribeLogDirsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ControllerStub:
     """Served by the active controller (standbys answer NOT_CONTROLLER).
@@ -560,6 +605,16 @@ class ControllerStub:
                 request_serializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/tidelog.v1.Controller/AlterPartitionReassignments',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/tidelog.v1.Controller/ListPartitionReassignments',
+                request_serializer=shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -580,6 +635,20 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Kafka's AlterPartitionReassignments (KIP-455): start, replace or cancel partition reassignments.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Kafka's ListPartitionReassignments: the reassignments in progress.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -592,6 +661,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -649,6 +728,60 @@ class Controller:
             '/tidelog.v1.Controller/ControlledShutdown',
             shared_dot_proto_dot_tidelog__pb2.ControlledShutdownRequest.SerializeToString,
             shared_dot_proto_dot_tidelog__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Controller/AlterPartitionReassignments',
+            shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tidelog.v1.Controller/ListPartitionReassignments',
+            shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            shared_dot_proto_dot_tidelog__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,7 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
     "min.cleanable.dirty.ratio": DOUBLE, "min.compaction.lag.ms": LONG, "min.insync.replicas": INT,
     "retention.bytes": LONG, "retention.ms": LONG, "segment.bytes": INT, "segment.index.bytes": INT,
     "segment.ms": LONG, "unclean.leader.election.enable": BOOLEAN,
+    "leader.replication.throttled.replicas": LIST, "follower.replication.throttled.replicas": LIST,
 }
 
 #: The broker config each topic config defaults to (Kafka's topic config synonyms).
@@ -135,7 +136,7 @@ def topic_default_broker_configs() -> list[BrokerConfig]:
     """The broker-level defaults of the topic configs (``log.retention.ms``, ...), as Tidelog has them."""
     return [BrokerConfig(BROKER_SYNONYMS[name], d.default, d.default, TOPIC_CONFIG_TYPES.get(name, STRING),
                          f"default of the topic config {name}: {d.doc}")
-            for name, d in sorted(TOPIC_CONFIGS.items())]
+            for name, d in sorted(TOPIC_CONFIGS.items()) if name in BROKER_SYNONYMS]  # throttled replicas: none
 
 
 # -- altering ----------------------------------------------------------------------------------------

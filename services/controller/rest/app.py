@@ -8,10 +8,21 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from services.controller.api import ControllerApi
-from services.controller.rest import cleaner, cluster, groups, leaders, quotas, topics, transactions
+from services.controller.rest import (
+    broker_configs,
+    cleaner,
+    cluster,
+    groups,
+    leaders,
+    log_dirs,
+    quotas,
+    topics,
+    transactions,
+)
 from services.controller.rest.deps import request_context
 from services.controller.rest.docs import keep_docs_offline
 from services.controller.rest.errors import document_errors
+from services.controller.rest.reassignments import router as reassignments_router
 from shared.errors import ErrorCode, TidelogError
 
 _STATUS = {
@@ -44,6 +55,9 @@ def create_app(controller: ControllerApi | None) -> FastAPI:
     app.include_router(groups.router)
     app.include_router(quotas.router)
     app.include_router(transactions.router)
+    app.include_router(broker_configs.router)
+    app.include_router(log_dirs.router)
+    app.include_router(reassignments_router)
     document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
 
     @app.exception_handler(TidelogError)

@@ -17,7 +17,9 @@ from fastapi.testclient import TestClient
 import services.controller.api as api_package
 from services.controller.api import ControllerApi
 from services.controller.api.alter_partition import AlterPartitionResponse
+from services.controller.api.alter_partition_reassignments import AlterReassignmentsResult
 from services.controller.api.controlled_shutdown import ControlledShutdownResponse
+from services.controller.api.list_partition_reassignments import ReassignmentList
 from services.controller.grpc_api import ControllerServicer, add_to_server
 from services.controller.rest.app import create_app
 from shared.errors import ErrorCode, TidelogError
@@ -71,15 +73,23 @@ def _refuse(name: str) -> Any:
 def test_every_api_module_follows_the_shape() -> None:
     names = sorted(name for _, name in _api_functions())
     assert names == sorted([
+        "alter_broker_configs", "describe_broker_configs", "describe_log_dirs",
         "alter_client_quotas", "alter_configs", "alter_partition", "cleaner_status", "controlled_shutdown",
         "create_partitions", "create_topic", "delete_group", "delete_topic", "describe_client_quotas",
         "describe_cluster", "describe_group", "describe_topic", "effective_quotas", "elect_leaders",
         "list_groups", "list_topics", "reset_offsets",
+        "alter_partition_reassignments", "cancel_partition_reassignments", "list_partition_reassignments",
+        "generate_reassignment", "plan_decommission", "plan_replication_factor",
         "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"])
 
 
 #: (method, route, url, body, API function): one row per REST route.
 ROUTES = [
+    ("GET", "/v1/brokers/{broker}/configs", "/v1/brokers/1/configs", None, "describe_broker_configs"),
+    ("PATCH", "/v1/brokers/{broker}/configs", "/v1/brokers/1/configs",
+     {"configs": {"leader.replication.throttled.rate": 1000}}, "alter_broker_configs"),
+    ("GET", "/v1/brokers/{broker}/log-dirs", "/v1/brokers/1/log-dirs", None, "describe_log_dirs"),
+    ("GET", "/v1/log-dirs", "/v1/log-dirs?topic=t1", None, "describe_log_dirs"),
     ("GET", "/v1/cleaner", "/v1/cleaner", None, "cleaner_status"),
     ("GET", "/v1/cluster", "/v1/cluster", None, "describe_cluster"),
     ("POST", "/v1/elect-leaders", "/v1/elect-leaders", {"all_topic_partitions": True}, "elect_leaders"),
@@ -93,6 +103,17 @@ ROUTES = [
      {"entries": [{"entity": {"user": "alice"}, "ops": [{"key": "producer_byte_rate", "value": 1024}]}]},
      "alter_client_quotas"),
     ("GET", "/v1/quotas/effective", "/v1/quotas/effective?user=alice", None, "effective_quotas"),
+    ("GET", "/v1/reassignments", "/v1/reassignments?topic=t1", None, "list_partition_reassignments"),
+    ("POST", "/v1/reassignments", "/v1/reassignments",
+     {"version": 1, "partitions": [{"topic": "t1", "partition": 0, "replicas": [1, 2]}]}, "alter_partition_reassignments"),
+    ("DELETE", "/v1/reassignments", "/v1/reassignments", {"partitions": [{"topic": "t1", "partition": 0}]},
+     "cancel_partition_reassignments"),
+    ("POST", "/v1/reassignments/generate", "/v1/reassignments/generate", {"topics": ["t1"], "broker_list": [1, 2]},
+     "generate_reassignment"),
+    ("POST", "/v1/reassignments/decommission-plan", "/v1/reassignments/decommission-plan", {"broker": 1},
+     "plan_decommission"),
+    ("POST", "/v1/reassignments/replication-factor-plan", "/v1/reassignments/replication-factor-plan",
+     {"topic": "t1", "replication_factor": 2}, "plan_replication_factor"),
     ("GET", "/v1/topics", "/v1/topics", None, "list_topics"),
     ("POST", "/v1/topics", "/v1/topics", {"name": "t1", "partitions": 3}, "create_topic"),
     ("GET", "/v1/topics/{name}", "/v1/topics/t1", None, "describe_topic"),
@@ -185,6 +206,9 @@ class FakeContext:
 
 
 GRPC_CALLS = {
+    "AlterPartitionReassignments": (pb.AlterPartitionReassignmentsRequest(partitions=[pb.ReassignablePartition(
+        topic="t1", partition=0, replicas=[1, 2])]), "alter_partition_reassignments"),
+    "ListPartitionReassignments": (pb.ListPartitionReassignmentsRequest(topics=["t1"]), "list_partition_reassignments"),
     "AlterPartition": (pb.AlterPartitionRequest(broker_id=2, incarnation="i", topic="t1", partition=0, leader_epoch=3,
                                                 partition_epoch=4, new_isr=[2, 3]), "alter_partition"),
     "ControlledShutdown": (pb.ControlledShutdownRequest(broker_id=2, incarnation="i"), "controlled_shutdown"),
@@ -199,7 +223,9 @@ def _grpc_handlers(api: ControllerApi, authorize: Any) -> dict[str, grpc.RpcMeth
 
 def test_every_grpc_method_hands_its_context_to_its_api(monkeypatch: pytest.MonkeyPatch) -> None:
     answers = {"alter_partition": AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, "x"),
-               "controlled_shutdown": ControlledShutdownResponse(remaining_leaderships=7)}
+               "controlled_shutdown": ControlledShutdownResponse(remaining_leaderships=7),
+               "alter_partition_reassignments": AlterReassignmentsResult(partitions=[]),
+               "list_partition_reassignments": ReassignmentList(reassignments=[])}
     calls = Calls(monkeypatch, answers.__getitem__)
     asked: list[RequestContext] = []
 
