@@ -169,27 +169,37 @@ def _topic_partitions(tps: TopicIdPartitions) -> bytes:
 _STRUCTS: dict[str, struct.Struct] = {}
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
+class RecordReader:
+    """Reads one coordinator record (``__consumer_offsets``, ``__transaction_state``) in Kafka's layouts:
+    fixed-width integers, int16-length and compact (varint-length) strings and arrays, flexible versions'
+    tagged fields. Every malformed input is a ``CorruptRecordError`` naming the record (``what``) and the
+    byte it failed at: a truncation, a varint longer than Kafka's 5 bytes, a length past the record's
+    end, a string that is not UTF-8, bytes after the end."""
+
+    def __init__(self, data: bytes, what: str = "__consumer_offsets record") -> None:
         self.data = data
         self.pos = 0
+        self.what = what
+
+    def corrupt(self, why: str) -> CorruptRecordError:
+        return CorruptRecordError(f"{self.what}: {why} at byte {self.pos} of {len(self.data)}")
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
-            raise CorruptRecordError("__consumer_offsets record is truncated")
+            raise self.corrupt(f"truncated (needs {n} more bytes)")
         b = self.data[self.pos:self.pos + n]
         self.pos += n
         return b
 
+    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
+        return s.unpack(self.take(s.size))
+
     def int(self, fmt: str) -> int:
         s = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
-        if self.pos + s.size > len(self.data):
-            raise CorruptRecordError("__consumer_offsets record is truncated")
-        value = s.unpack_from(self.data, self.pos)[0]
-        self.pos += s.size
-        return int(value)
+        return int(self.unpack(s)[0])
 
     def uvarint(self) -> int:
+        """An unsigned varint of at most 5 bytes (Kafka's ``readUnsignedVarint``)."""
         n = shift = 0
         while True:
             b = self.take(1)[0]
@@ -197,27 +207,49 @@ class _Reader:
             if not b & 0x80:
                 return n
             shift += 7
-            if shift > 35:
-                raise CorruptRecordError("varint too long")
+            if shift > 28:
+                raise self.corrupt("unsigned varint longer than 5 bytes")
+
+    def utf8(self, n: int) -> str:
+        raw = self.take(n)
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise self.corrupt("string is not UTF-8") from exc
 
     def str16(self) -> str:
+        """An int16-length string that may not be null."""
         n = self.int(">h")
         if n < 0:
-            raise CorruptRecordError("null string where one is required")
-        return self.take(n).decode()
+            raise self.corrupt("null string where one is required")
+        return self.utf8(n)
+
+    string16 = str16
 
     def cstr(self) -> str | None:
-        n = self.uvarint()
-        return None if n == 0 else self.take(n - 1).decode()
+        """A compact (nullable) string."""
+        n = self.compact_length("string")
+        return None if n < 0 else self.utf8(n)
+
+    def compact_length(self, what: str) -> int:
+        """The length of a compact string or array, -1 for null."""
+        n = self.uvarint() - 1
+        if n > len(self.data) - self.pos:
+            raise self.corrupt(f"{what} of {n} elements is longer than the record")
+        return n
 
     def array_len(self) -> int:
-        n = self.uvarint()
-        return max(n - 1, 0)
+        """A compact array's length, 0 for null."""
+        return max(self.compact_length("array"), 0)
 
     def skip_tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()
             self.take(self.uvarint())
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise self.corrupt(f"{len(self.data) - self.pos} bytes after the end")
 
     def topic_partitions(self) -> TopicIdPartitions:
         out: TopicIdPartitions = {}
@@ -226,6 +258,9 @@ class _Reader:
             out[tid] = sorted(self.int(">i") for _ in range(self.array_len()))
             self.skip_tags()
         return out
+
+
+_Reader = RecordReader  # classic_records.py's name for it
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -245,7 +280,7 @@ def encode_key(k: RecordKey) -> bytes:
 
 def decode_key(data: bytes) -> RecordKey | None:
     """The key, or None for a record type this coordinator does not use (share groups...)."""
-    r = _Reader(data)
+    r = RecordReader(data)
     t = r.int(">h")
     if t in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
         return RecordKey(OFFSET_COMMIT, r.str16(), topic=r.str16(), partition=r.int(">i"))
@@ -297,7 +332,7 @@ def encode_pending_offset(v: PendingOffsetValue) -> bytes:
 
 def decode_pending_offset(data: bytes) -> PendingOffsetValue:
     """PendingTxnOffsetValue v0 (a later version is read as v0: fields are only ever appended)."""
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     epoch, txn_id = r.int(">h"), r.str16()
     offset, leader_epoch, metadata, ts = r.int(">q"), r.int(">i"), r.str16(), r.int(">q")
@@ -310,7 +345,7 @@ def encode_epoch(epoch: int) -> bytes:
 
 
 def decode_epoch(data: bytes) -> int:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     return r.int(">i")
 
@@ -322,7 +357,7 @@ def encode_group_metadata(epoch: int, metadata_hash: int) -> bytes:
 
 def decode_group_metadata(data: bytes) -> tuple[int, int]:
     """``(epoch, metadata_hash)``; other tagged fields are skipped."""
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     epoch, metadata_hash = r.int(">i"), 0
     for _ in range(r.uvarint()):
@@ -341,7 +376,7 @@ def encode_member(v: MemberMetadataValue) -> bytes:
 
 
 def decode_member(data: bytes) -> MemberMetadataValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     instance, rack, client, host = r.cstr(), r.cstr(), r.cstr() or "", r.cstr() or ""
     topics = [r.cstr() or "" for _ in range(r.array_len())]
@@ -357,7 +392,7 @@ def encode_target_member(tps: TopicIdPartitions) -> bytes:
 
 
 def decode_target_member(data: bytes) -> TopicIdPartitions:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     out = r.topic_partitions()
     r.skip_tags()
@@ -370,7 +405,7 @@ def encode_current(v: CurrentAssignmentValue) -> bytes:
 
 
 def decode_current(data: bytes) -> CurrentAssignmentValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     r.int(">h")
     epoch, prev, state = r.int(">i"), r.int(">i"), r.int(">b")
     assigned = r.topic_partitions()

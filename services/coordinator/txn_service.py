@@ -4,9 +4,10 @@
 Per decision (``apply``): ``begin`` (the id is busy), append its records through the partition's fenced,
 ``acks=all`` writer, ``replay`` them, answer; a decision with a ``MarkerPlan`` (PrepareCommit,
 PrepareAbort) then has its markers written in the background (``finish``): one
-``Broker.WriteTxnMarkers`` per partition leader, carrying the coordinator epoch (the producer epoch this
-instance bumped in etcd when it took the ``__transaction_state`` partition over, so a deposed owner's
-markers are refused by the brokers as TRANSACTION_COORDINATOR_FENCED), retried per partition until
+``Broker.WriteTxnMarkers`` per partition leader, carrying the coordinator epoch (``CoordinatorEpochs``: a
+per-partition ownership counter in etcd, bumped once by each new owner of the ``__transaction_state``
+partition, so a deposed owner's markers are refused by the brokers as TRANSACTION_COORDINATOR_FENCED, even
+after the owner's writer producer id rotated), retried per partition until
 written; the transaction's ``__consumer_offsets`` partition (AddOffsetsToTxn) is completed through the
 group coordinator instead (``complete_txn_offsets``). Then ``complete`` is decided and applied. EndTxn
 is answered once PrepareX is durable, as Kafka; meanwhile the shard answers other requests for that id
@@ -136,6 +137,75 @@ class ProducerIdAllocator:
                 await self._fetching
 
 
+#: the coordinator epoch is an int32 on the wire (WriteTxnMarkers, the marker's value)
+MAX_COORDINATOR_EPOCH = 2**31 - 1
+
+
+def coordinator_epoch_key(store: MetadataStore, partition: int) -> bytes:
+    """The etcd key of a ``__transaction_state`` partition's coordinator-epoch counter (beside
+    ``Keys.txn_owner``; it outlives every owner, as the producer key does)."""
+    return store.keys.txn_coordinator_epoch(partition)
+
+
+def next_coordinator_epoch(stored: int | None, writer_epoch: int) -> int:
+    """The coordinator epoch a new owner of a ``__transaction_state`` partition takes: one more than the
+    partition's counter in etcd. It counts ownerships, not the owner's writer producer epoch, which starts
+    again at 0 when the writer's producer id rotates (epoch exhausted): brokers keep the highest
+    coordinator epoch seen per producer and would refuse such an owner's markers. A partition without a
+    counter yet (written before the counter existed, when the coordinator epoch was the writer's producer
+    epoch) starts from this owner's writer epoch, above every marker its predecessors sent with that
+    producer id."""
+    epoch = max(writer_epoch, 0) if stored is None else stored + 1
+    if epoch > MAX_COORDINATOR_EPOCH:
+        raise fail(E.COORDINATOR_NOT_AVAILABLE, f"coordinator epoch {epoch} does not fit an int32")
+    return epoch
+
+
+class CoordinatorEpochs:
+    """The coordinator epoch this instance's markers carry, per owned ``__transaction_state`` partition
+    (Kafka uses the partition's leader epoch; Tidelog counts ownerships in etcd).
+
+    Taken once per ownership (``PartitionRuntime``), before its first markers: the counter at
+    ``coordinator_epoch_key`` is bumped in an etcd transaction that holds only while this instance's
+    ownership key is the one it created (``owner_revision``). Owner N bumps while it owns the partition;
+    owner N+1 exists only after N's ownership key is gone, and bumps after that, reading N's value: so
+    every owner sends a higher epoch than every earlier one, whatever producer id its writer has. An
+    instance that lost the partition gets None (its successor finishes the transactions)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self._taken: dict[int, tuple[Any, int]] = {}  # partition -> (its PartitionRuntime, epoch)
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def of(self, pr: Any) -> int | None:
+        got = self._taken.get(pr.partition)
+        if got is not None and got[0] is pr:
+            return got[1]
+        async with self._locks.setdefault(pr.partition, asyncio.Lock()):
+            got = self._taken.get(pr.partition)
+            if got is not None and got[0] is pr:
+                return got[1]
+            epoch = await self._bump(pr)
+            if epoch is not None:
+                self._taken[pr.partition] = (pr, epoch)
+            return epoch
+
+    async def _bump(self, pr: Any) -> int | None:
+        key = coordinator_epoch_key(self.store, pr.partition)
+        owner_key = self.store.keys.txn_owner(pr.partition)
+        while True:
+            got = await self.store.get(key)
+            stored = int(got[0]["coordinator_epoch"]) if got is not None else None
+            epoch = next_coordinator_epoch(stored, pr.writer.producer_epoch)
+            unchanged = self.store.cmp_mod_revision(key, got[2]) if got is not None else self.store.cmp_absent(key)
+            if await self.store.guarded_txn(owner_key, pr.owner_revision,
+                                            [self.store.op_put(key, {"coordinator_epoch": epoch})], [unchanged]):
+                return epoch
+            owner = await self.store.get(owner_key)
+            if owner is None or owner[1] != pr.owner_revision:
+                return None  # the partition is someone else's now
+
+
 class TxnPartitionShard(TxnShard):
     """``TxnShard`` as the runtime's ``CoordinatorShard``: the service drives its timers itself."""
 
@@ -237,6 +307,7 @@ class TxnService:
         self.allocate: Callable[[], int] = allocator or self.ids
         self.runtime: Any = None  # CoordinatorRuntime, once attached
         self.markers: MarkerSender | None = None
+        self.epochs = CoordinatorEpochs(store)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         #: (id of the PartitionRuntime, transactional id) whose markers are being written
@@ -334,8 +405,15 @@ class TxnService:
             if not self.serving(pr):
                 log.info("transaction markers left to the partition's next owner", extra=where)
                 return False
-            coordinator_epoch = pr.writer.producer_epoch
-            if todo:
+            try:
+                coordinator_epoch = await self.epochs.of(pr)
+            except Exception as exc:  # etcd unreachable: no markers this round
+                log.info("coordinator epoch not taken", extra={**where, "error": str(exc)})
+                coordinator_epoch = -1
+            if coordinator_epoch is None:
+                log.info("transaction markers left to the partition's next owner (ownership lost)", extra=where)
+                return False
+            if todo and coordinator_epoch >= 0:
                 try:
                     answers = await self.markers.send(plan, todo, coordinator_epoch, refresh)
                 except Exception as exc:  # etcd unreachable while looking a leader up

@@ -20,6 +20,7 @@
                                                 (bumped on every takeover; persistent)
     /tidelog/<cluster>/txn-owners/<p>           owner of __transaction_state partition p, on its lease
     /tidelog/<cluster>/txn-producers/<p>        {producer_id, producer_epoch} of its owners (as offsets-producers)
+    /tidelog/<cluster>/txn-coordinator-epochs/<p>  the coordinator epoch counter, bumped by each new owner
     /tidelog/<cluster>/internal-topic-requests/<name>
                                                 an internal topic created on first use (__transaction_state):
                                                 the active controller creates it once this key exists
@@ -113,6 +114,9 @@ class Keys:
 
     def txn_producer(self, partition: int) -> bytes:
         return f"{self.root}txn-producers/{partition}".encode()
+
+    def txn_coordinator_epoch(self, partition: int) -> bytes:
+        return f"{self.root}txn-coordinator-epochs/{partition}".encode()
 
     def internal_topic_request(self, topic: str) -> bytes:
         return f"{self.root}internal-topic-requests/{topic}".encode()

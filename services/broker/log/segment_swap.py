@@ -9,6 +9,11 @@ durable before the next (the directory is fsynced after every group of renames):
 3. every old segment's files -> ``.deleted`` (removed after ``file.delete.delay.ms``);
 4. ``.swap`` suffix stripped; indexes are rebuilt from the new ``.log`` files.
 
+The aborted-transaction indexes (``.txnindex``) are not rebuilt but carried over, trimmed: an abort whose
+data the cleaner removed is dropped (``live_aborted_entry``), so the cleaned segments index what
+recovery, rebuilding from their batches, would index (Kafka's cleaner re-writes the cleaned segment's
+index the same way).
+
 Recovery (``complete_interrupted_swaps``, run when a log opens) deletes ``.cleaned`` and
 ``.deleted`` files and completes every ``.swap``: the old segments whose base offset lies
 in the swap segment's offset range are removed and the suffix is stripped. Because step 2
@@ -28,10 +33,11 @@ Files only; no networking, no asyncio, no record decoding.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import secrets
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from services.broker.log.txn_index import TxnIndex
 from services.broker.log.txn_index import encode as encode_txn_index
@@ -180,9 +186,10 @@ def rename_files(directory: str, new_bases: Sequence[int], old_bases: Sequence[i
     """Steps 2-4 on disk. Returns the ``.deleted`` paths for the caller to remove later.
 
     The old segments' descriptors must already be closed or be safe to keep (POSIX renames
-    do not disturb open descriptors). The old segments' aborted-transaction entries go to the new
-    segment holding each abort marker's offset, written as ``<base>.txnindex.swap`` before any
-    ``.log.swap`` exists, so a swap that recovery completes always has them."""
+    do not disturb open descriptors). The old segments' aborted-transaction entries that still cover
+    data of the cleaned segments (``live_aborted_entry``) go to the new segment holding each abort
+    marker's offset, written as ``<base>.txnindex.swap`` before any ``.log.swap`` exists, so a swap that
+    recovery completes always has them; entries whose transaction's data the cleaner removed are dropped."""
     _write_merged_txn_indexes(directory, new_bases, old_bases)
     for i, base in enumerate(sorted(new_bases, reverse=True)):
         os.rename(seg_path(directory, base, ".log", CLEANED), seg_path(directory, base, ".log", SWAP))
@@ -216,16 +223,60 @@ def _write_merged_txn_indexes(directory: str, new_bases: Sequence[int], old_base
     if not entries:
         return
     bases = sorted(new_bases)
+    batches: dict[int, list[tuple[int, int]]] = {}
+    wanted = {e.producer_id for e in entries}
+    for base in bases:
+        for pid, first, last in _txn_data_batches(seg_path(directory, base, ".log", CLEANED), wanted):
+            batches.setdefault(pid, []).append((first, last))
     by_base: dict[int, list[AbortedTxn]] = {}
     for e in sorted(entries, key=lambda e: e.last_offset):
-        i = max(bisect.bisect_right(bases, e.last_offset) - 1, 0)
-        by_base.setdefault(bases[i], []).append(e)
+        live = live_aborted_entry(e, batches.get(e.producer_id, ()), bases[0])
+        if live is None:
+            continue
+        i = max(bisect.bisect_right(bases, live.last_offset) - 1, 0)
+        by_base.setdefault(bases[i], []).append(live)
     for base, group in by_base.items():
         with open(seg_path(directory, base, ".txnindex", SWAP), "wb") as f:
             f.write(encode_txn_index(group))
             f.flush()
             os.fsync(f.fileno())
     fsync_dir(directory)
+
+
+def live_aborted_entry(entry: AbortedTxn, batches: Iterable[tuple[int, int]], cleaned_from: int
+                       ) -> AbortedTxn | None:
+    """What an aborted-transaction index entry of a replaced segment becomes in the cleaned one
+    (Kafka's cleaner re-indexes an abort only while batches of it are left): ``batches`` are the
+    ``(base offset, last offset)`` of its producer's transactional data batches in the cleaned segments
+    (``cleaned_from`` on). The entry goes when none of them lies in its range (the cleaner removed the
+    transaction's data; its marker is left alone, and goes after ``delete.retention.ms``); otherwise its
+    first offset becomes the first batch left, as recovery, which rebuilds the index from the batches,
+    would find it. An entry that begins before the cleaned segments stays as it is (its data may lie in a
+    segment this swap does not touch)."""
+    if entry.first_offset < cleaned_from:
+        return entry
+    firsts = [first for first, last in batches if entry.first_offset <= first and last < entry.last_offset]
+    if not firsts:
+        return None
+    return dataclasses.replace(entry, first_offset=min(firsts))
+
+
+def _txn_data_batches(path: str, producers: set[int]) -> Iterator[tuple[int, int, int]]:
+    """``(producer id, base offset, last offset)`` of each transactional data batch (kept empty or not) of
+    ``producers`` in a segment file, from the batch headers only."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while size - pos >= HEADER_SIZE:
+            h = BatchHeader.parse(os.pread(fd, HEADER_SIZE, pos))
+            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > size:
+                break
+            if h.is_transactional and not h.is_control and h.producer_id in producers:
+                yield h.producer_id, h.base_offset, h.last_offset
+            pos += h.size
+    finally:
+        os.close(fd)
 
 
 def _strip_txn_index(directory: str, base: int) -> None:

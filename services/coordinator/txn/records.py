@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from shared.errors import CorruptRecordError
+from services.coordinator.records import RecordReader
 from shared.records.varint import encode_unsigned_varint
 
 KEY_VERSION = 0
@@ -132,65 +132,10 @@ def encode_value(v: TxnLogValue, version: int = LATEST_VALUE_VERSION) -> bytes:
 
 # -- reading ------------------------------------------------------------------------------------
 
-class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = data
-        self.pos = 0
-        self.what = what
-
-    def corrupt(self, why: str) -> CorruptRecordError:
-        return CorruptRecordError(f"{self.what}: {why} at byte {self.pos} of {len(self.data)}")
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise self.corrupt(f"truncated (needs {n} more bytes)")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        return s.unpack(self.take(s.size))
-
-    def uvarint(self) -> int:
-        n = shift = 0
-        while True:
-            b = self.take(1)[0]
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 28:
-                raise self.corrupt("unsigned varint longer than 5 bytes")
-
-    def utf8(self, n: int) -> str:
-        raw = self.take(n)
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise self.corrupt("string is not UTF-8") from exc
-
-    def string16(self) -> str:
-        (n,) = self.unpack(_I16)
-        if n < 0:
-            raise self.corrupt("null string where one is required")
-        return self.utf8(n)
-
-    def compact_length(self, what: str) -> int:
-        """The length of a compact string or array, -1 for null."""
-        n = self.uvarint() - 1
-        if n > len(self.data) - self.pos:
-            raise self.corrupt(f"{what} of {n} elements is longer than the record")
-        return n
-
-    def end(self) -> None:
-        if self.pos != len(self.data):
-            raise self.corrupt(f"{len(self.data) - self.pos} bytes after the end")
-
-
 def decode_key(data: bytes) -> str | None:
     """The transactional id, or None for a key version this coordinator does not know (Kafka skips
     those when loading: a leftover of an aborted upgrade)."""
-    r = _Reader(data, "TransactionLogKey")
+    r = RecordReader(data, "TransactionLogKey")
     (version,) = r.unpack(_I16)
     if version != KEY_VERSION:
         return None
@@ -199,7 +144,7 @@ def decode_key(data: bytes) -> str | None:
     return txn_id
 
 
-def _read_partitions_v0(r: _Reader) -> TopicPartitions | None:
+def _read_partitions_v0(r: RecordReader) -> TopicPartitions | None:
     (n,) = r.unpack(_I32)
     if n < -1 or n > len(r.data):
         raise r.corrupt(f"bad TransactionPartitions count {n}")
@@ -215,7 +160,7 @@ def _read_partitions_v0(r: _Reader) -> TopicPartitions | None:
     return tuple(out)
 
 
-def _read_partitions_v1(r: _Reader) -> TopicPartitions | None:
+def _read_partitions_v1(r: RecordReader) -> TopicPartitions | None:
     n = r.compact_length("TransactionPartitions")
     if n == -1:
         return None
@@ -229,17 +174,11 @@ def _read_partitions_v1(r: _Reader) -> TopicPartitions | None:
         if count < 0:
             raise r.corrupt("null PartitionIds")
         out.append((topic, struct.unpack(f">{count}i", r.take(4 * count))))
-        _skip_tags(r)
+        r.skip_tags()
     return tuple(out)
 
 
-def _skip_tags(r: _Reader) -> None:
-    for _ in range(r.uvarint()):
-        r.uvarint()
-        r.take(r.uvarint())
-
-
-def _read_tags_v1(r: _Reader) -> dict[int, int]:
+def _read_tags_v1(r: RecordReader) -> dict[int, int]:
     """Known tagged fields by tag; unknown tags are skipped, as Kafka's generated readers do."""
     known = {TAG_PREVIOUS_PRODUCER_ID: _I64, TAG_NEXT_PRODUCER_ID: _I64, TAG_CLIENT_TRANSACTION_VERSION: _I16}
     out: dict[int, int] = {}
@@ -262,7 +201,7 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     """The value, None for a tombstone; CorruptRecordError for anything else than v0/v1 bytes."""
     if data is None:
         return None
-    r = _Reader(data, "TransactionLogValue")
+    r = RecordReader(data, "TransactionLogValue")
     (version,) = r.unpack(_I16)
     if version not in VALUE_VERSIONS:
         raise r.corrupt(f"unknown version {version}")

@@ -196,10 +196,18 @@ def test_aborted_transaction_entries_follow_the_cleaned_segments_through_any_cra
     from services.broker.txn_state import AbortedTxn
 
     clock = FakeClock()
-    log = make_log(str(tmp_path / "t-0"), clock)
+    cfg = LogConfig.from_topic_configs({"segment.bytes": "300", "cleanup.policy": "compact",
+                                        "file.delete.delay.ms": "1000"})
+    log = PartitionLog(str(tmp_path / "t-0"), cfg, clock)
+    for i in range(20):  # as make_log, each segment's batches transactional batches of one producer
+        log.append_as_leader(encode_batch([(T0, b"k%d" % (i % 4), (b"v%d" % i).ljust(25, b"."), None)], producer_id=100 + i // 3,
+                                          producer_epoch=0, base_sequence=i % 3, transactional=True))
     cleaned, old = cleaned_groups(log)
-    # one aborted transaction indexed in each of the four old segments (markers at their last offsets)
-    entries = [AbortedTxn(100 + i, seg.base_offset, seg.next_offset - 1, seg.next_offset) for i, seg in enumerate(old)]
+    assert [s.next_offset - s.base_offset for s in old] == [3, 3, 3, 3]
+    # one aborted transaction indexed in each of the four old segments (markers at their last offsets), from
+    # its first even offset: the cleaning keeps the even offsets, so each still covers data, unchanged
+    entries = [AbortedTxn(100 + i, seg.base_offset + seg.base_offset % 2, seg.next_offset - 1, seg.next_offset)
+               for i, seg in enumerate(old)]
     for e in entries:
         log.add_aborted(e)
     split = old[2].base_offset

@@ -100,6 +100,14 @@ class FakeMarkers:
         pass
 
 
+class FakeEpochs:
+    """The coordinator epoch as the writer's producer epoch (the etcd counter is tested in
+    tests/unit/test_txn_coordinator_epoch.py)."""
+
+    async def of(self, pr: PartitionRuntime) -> int:
+        return pr.writer.producer_epoch  # type: ignore[union-attr]
+
+
 class Rig:
     def __init__(self, config: TxnConfig | None = None) -> None:
         self.pids = iter(range(5000, 10_000))
@@ -108,6 +116,7 @@ class Rig:
         self.svc.attach(self.rt)
         self.markers = FakeMarkers()
         self.svc.markers = self.markers  # type: ignore[assignment]
+        self.svc.epochs = FakeEpochs()  # type: ignore[assignment]
         self.svc.ids = _Ready()  # type: ignore[assignment]
         self.pr = self.new_partition()
         self.offsets_calls: list[tuple[int, bool]] = []
