@@ -151,8 +151,10 @@ class Partition:
             st.leader_appended()
         for h, first, last in info.batches:
             self.producers.update(h, first, last)
+        hw = self.high_watermark
         self._maybe_advance_hw()
-        self._notify()
+        if self.high_watermark == hw:  # a moved high watermark has already notified (set_high_watermark)
+            self._notify()
         return info
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:

@@ -299,6 +299,7 @@ class PartitionLog:
         if self.on_roll is not None:
             self.on_roll(base)
         self.rolls += 1
+        old.release()
         self._rolled_flush = _FLUSHER.submit(self._flush_rolled, old.dup_fds(), old.next_offset, self._generation)
         return self._new_segment(base)
 
