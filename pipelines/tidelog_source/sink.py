@@ -111,40 +111,54 @@ class WriteCommit(WriterCommitMessage):
     skipped: bool = False  # exactly once: this task's part of the batch was committed by an earlier attempt
 
 
-def _as_bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    if isinstance(v, bytearray | memoryview):
-        return bytes(v)
-    raise OptionError(f"key and value columns must be binary or string, got {type(v).__name__}")
+def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    """A key/value column as Arrow binary (string columns are UTF-8: the bytes are not copied)."""
+    if name not in batch.schema.names:
+        return None
+    col = batch.column(name)
+    t = col.type
+    if pa.types.is_null(t):
+        return None if name == "key" else col
+    if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t)):
+        raise OptionError(f"key and value columns must be binary or string, got {t} for {name}")
+    return col
 
 
 def send_rows(producer: Any, topic_opt: str | None, batches: Iterator[pa.RecordBatch]) -> tuple[int, list[Any]]:
-    """Produce every row (key, value, optional topic/partition/headers columns); the row count and
-    a sample of the send futures (one per 1000 rows) to check once flushed."""
+    """Produce every row (key, value, optional topic/partition/headers columns) through
+    ``Producer.send_batch``, one call per Arrow batch (and topic): the row count and the futures (one
+    per record batch) to check once flushed."""
+    import pyarrow.compute as pc
+
     n = 0
-    futures = []
+    futures: list[Any] = []
     for batch in batches:
         cols = batch.schema.names
         if "value" not in cols:
             raise OptionError("the DataFrame needs a value column")
-        values = batch.column("value").to_pylist()
-        keys = batch.column("key").to_pylist() if "key" in cols else [None] * len(values)
-        topics = batch.column("topic").to_pylist() if "topic" in cols and not topic_opt else None
-        parts = batch.column("partition").to_pylist() if "partition" in cols else None
-        hdrs = batch.column("headers").to_pylist() if "headers" in cols else None
+        if not batch.num_rows:
+            continue
+        values = _binary_column(batch, "value")
+        keys = _binary_column(batch, "key")
+        parts = batch.column("partition") if "partition" in cols else None
+        hdrs = batch.column("headers") if "headers" in cols else None
+        topics = batch.column("topic") if "topic" in cols and not topic_opt else None
         if topics is None and not topic_opt:
             raise OptionError("give option topic or a topic column")
-        for i, value in enumerate(values):
-            topic = topic_opt or topics[i]  # type: ignore[index]
-            headers = [(h["key"], _as_bytes(h["value"])) for h in hdrs[i]] if hdrs and hdrs[i] else None
-            fut = producer.send(topic, _as_bytes(value), key=_as_bytes(keys[i]),
-                                partition=parts[i] if parts else None, headers=headers)
-            if i % 1000 == 0:
-                futures.append(fut)
-            n += 1
+        if topics is None:
+            groups: list[tuple[str, pa.Array | None]] = [(topic_opt, None)]  # type: ignore[list-item]
+        else:
+            if topics.null_count:
+                raise OptionError("the topic column has a null: give every row a topic")
+            names = pc.unique(topics).to_pylist()
+            groups = [(t, None) if len(names) == 1 else (t, pc.equal(topics, t)) for t in names]
+        for topic, mask in groups:
+            def pick(col: Any, mask: Any = mask) -> Any:
+                return col if col is None or mask is None else pc.filter(col, mask)
+            futures += producer.send_batch(topic, pick(values), keys=pick(keys), headers=pick(hdrs),
+                                           partition=pick(parts))
+        n += batch.num_rows
     return n, futures
 
 

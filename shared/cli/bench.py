@@ -92,12 +92,14 @@ def _door_options(f: Any) -> Any:
 @click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-producer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
+@click.option("--columnar", is_flag=True, help="send Arrow columns with Producer.send_batch (gRPC door only; "
+                                               "latency per record batch)")
 @_door_options
 @cluster_options
 def bench_produce(topic: str, records: int, record_size: int, key_size: int, acks: str, batch_size: int,
                   linger_ms: int, compression: str, throughput: float, partitions: int, replication_factor: int,
                   latency_sample: int, warmup_records: int, as_json: bool, progress: bool | None, client_id: str,
-                  show_metrics: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
+                  show_metrics: bool, columnar: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Send RECORDS records of RECORD-SIZE random bytes (and random KEY-SIZE-byte keys) as fast as possible.
 
@@ -111,7 +113,15 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
     door = "kafka" if kafka else door
     if door in ("kafka", "both"):
         kafka_servers = bench_kafka.kafka_bootstrap(kafka_bootstrap_servers, data_dir)
-    if door in ("grpc", "both"):
+    if door in ("grpc", "both") and columnar:
+        from shared.cli import bench_columnar_produce
+
+        cpu = bench_kafka.BrokerCpu(data_dir)
+        cpu.start()
+        bench_columnar_produce.run(servers, topic, records, record_size, key_size, acks, batch_size, linger_ms,
+                                   compression, throughput, latency_sample, warmup_records, as_json, progress,
+                                   client_id, show_metrics, cpu)
+    elif door in ("grpc", "both"):
         cpu = bench_kafka.BrokerCpu(data_dir)
         cpu.start()
         _grpc_produce(servers, topic, records, record_size, key_size, acks, batch_size, linger_ms, compression,

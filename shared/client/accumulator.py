@@ -85,7 +85,9 @@ class RecordAccumulator:
                     continue
                 b = dq[0]
                 waited = now - b.created
-                if len(dq) > 1 or b.size >= self.batch_size or waited >= self.linger_s or self.flushing or self.closed:
+                # A sealed batch takes no more records (send_batch's, or one back for a retry): no linger.
+                if (len(dq) > 1 or b.sealed or b.size >= self.batch_size or waited >= self.linger_s or self.flushing
+                        or self.closed):
                     b.sealed = True
                     out.append(dq.popleft())
                 else:

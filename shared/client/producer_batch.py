@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.client.futures import ProduceRequestResult
-from shared.errors import TidelogError
+from shared.errors import RecordTooLargeError, TidelogError
 from shared.records.builder import BatchBuilder
 from shared.records.compression import CompressionType
 from shared.records.header import HEADER_SIZE
@@ -63,3 +63,10 @@ class ProducerBatch:
         b.producer_id, b.producer_epoch, b.base_sequence = producer_id, producer_epoch, base_sequence
         b.transactional = transactional
         return b.build_pieces()
+
+
+def record_too_large(size: int, max_request_size: int) -> RecordTooLargeError:
+    """The error of a record whose size estimate exceeds ``max.request.size`` (Kafka's message), raised by
+    ``send()`` and ``send_batch()`` before anything is queued."""
+    return RecordTooLargeError(f"The message is {size} bytes when serialized which is larger than "
+                               f"{max_request_size}, which is the value of the max.request.size configuration.")

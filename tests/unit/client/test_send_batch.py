@@ -1,0 +1,162 @@
+"""``Producer.send_batch`` without a cluster (the sender thread not started, the partition count given):
+its batches hold the bytes ``send()`` of each row would have queued, in the same partitions; bad input
+fails before anything is queued."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.client import IllegalTransactionStateError
+from shared.client.producer import Producer
+from shared.client.sender import Sender
+from shared.errors import RecordTooLargeError
+from shared.records.compression import CompressionType
+from shared.types import TopicPartition
+
+TOPIC = "t"
+
+
+def stub_producer(partitions: int, **kw: object) -> Producer:
+    start = Sender.start
+    Sender.start = lambda self: None  # type: ignore[method-assign]
+    try:
+        p = Producer("127.0.0.1:1", **{"acks": 1, "linger_ms": 5, **kw})  # type: ignore[arg-type]
+    finally:
+        Sender.start = start  # type: ignore[method-assign]
+    p._partition_counts[TOPIC] = partitions
+    return p
+
+
+def shut(p: Producer) -> None:
+    p._closing = True
+    p.cluster.close()
+
+
+@pytest.fixture
+def producers() -> Iterator[list[Producer]]:
+    made: list[Producer] = []
+    yield made
+    for p in made:
+        shut(p)
+
+
+def queued(p: Producer, compression: CompressionType = CompressionType.NONE) -> dict[int, list[bytes]]:
+    """Every queued batch, encoded as the sender would (producer id 9, epoch 2, sequence 0)."""
+    out: dict[int, list[bytes]] = {}
+    for tp, dq in p.accumulator.batches.items():
+        for b in dq:
+            h, r = b.encode(compression, producer_id=9, producer_epoch=2, base_sequence=0)
+            out.setdefault(tp.partition, []).append(h + r)
+    return out
+
+
+key_st = st.binary(min_size=0, max_size=12)
+row_st = st.tuples(st.one_of(st.none(), st.binary(max_size=300)), key_st,
+                   st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)), max_size=2)),
+                   st.integers(1_600_000_000_000, 1_600_000_100_000))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(row_st, min_size=1, max_size=60), partitions=st.integers(1, 5),
+       explicit=st.booleans(), batch_size=st.sampled_from([200, 1000, 16_384]),
+       compression=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]))
+def test_same_batches_and_partitions_as_send(producers, rows, partitions, explicit, batch_size, compression) -> None:
+    a = stub_producer(partitions, batch_size=batch_size)
+    b = stub_producer(partitions, batch_size=batch_size)
+    producers += [a, b]
+    parts = [i % partitions for i in range(len(rows))] if explicit else None
+    for i, (value, key, headers, ts) in enumerate(rows):
+        a.send(TOPIC, value, key=key, headers=headers, timestamp=ts, partition=parts[i] if parts else None)
+    values = pa.array([r[0] for r in rows], pa.binary())
+    keys = pa.array([r[1] for r in rows], pa.binary())
+    futures = b.send_batch(TOPIC, values, keys=keys, headers=[r[2] for r in rows],
+                           timestamps=np.array([r[3] for r in rows]), partition=parts)
+    assert queued(b, compression) == queued(a, compression)
+    assert len(futures) == sum(len(dq) for dq in b.accumulator.batches.values())
+    assert sorted(int(i) for f in futures for i in f.rows) == list(range(len(rows)))
+    for f in futures:  # each future's rows are its batch's records, in offset order
+        assert (np.diff(f.rows) > 0).all()
+
+
+def test_null_keys_go_to_the_sticky_partition_batch_by_batch(producers) -> None:
+    p = stub_producer(4, batch_size=1000)
+    producers.append(p)
+    futures = p.send_batch(TOPIC, [b"x" * 100] * 50)
+    assert len(futures) > 4
+    runs = sorted((int(f.rows[0]), f.topic_partition.partition) for f in futures)
+    used = [part for _, part in runs]  # the batches in row order: each on another partition than the last
+    assert all(x != y for x, y in zip(used, used[1:], strict=False))
+    assert len(set(used)) > 1
+
+
+def test_records_queued_in_call_order_with_send(producers) -> None:
+    p = stub_producer(1, batch_size=1 << 20)
+    producers.append(p)
+    f1 = p.send(TOPIC, b"before", timestamp=1)
+    p.send_batch(TOPIC, [b"a", b"b"], timestamps=[2, 3])
+    f3 = p.send(TOPIC, b"after", timestamp=4)
+    dq = p.accumulator.batches[TopicPartition(TOPIC, 0)]
+    assert [b.count for b in dq] == [1, 2, 1]
+    assert dq[0].sealed and dq[1].sealed and not dq[2].sealed
+    assert f1._result is dq[0].result and f3._result is dq[2].result
+    assert p.accumulator.buffered == sum(b.size - 61 for b in dq)
+
+
+def test_mismatched_lengths_and_bad_types(producers) -> None:
+    p = stub_producer(2)
+    producers.append(p)
+    with pytest.raises(ValueError, match="keys"):
+        p.send_batch(TOPIC, [b"a", b"b"], keys=[b"k"])
+    with pytest.raises(ValueError, match="headers"):
+        p.send_batch(TOPIC, [b"a", b"b"], headers=[None])
+    with pytest.raises(ValueError, match="timestamps"):
+        p.send_batch(TOPIC, [b"a", b"b"], timestamps=[1, 2, 3])
+    with pytest.raises(ValueError, match="partition"):
+        p.send_batch(TOPIC, [b"a", b"b"], partition=[0])
+    with pytest.raises(TypeError):
+        p.send_batch(TOPIC, np.arange(3))
+    with pytest.raises(TypeError):
+        p.send_batch(TOPIC, b"not a column")
+    assert not p.accumulator.batches
+    assert p.send_batch(TOPIC, []) == []
+
+
+def test_record_larger_than_max_request_size_fails_as_send_does(producers) -> None:
+    p = stub_producer(1, batch_size=1000, max_request_size=2000)
+    producers.append(p)
+    big = b"x" * 3000
+    with pytest.raises(RecordTooLargeError) as from_send:
+        p.send(TOPIC, big)
+    with pytest.raises(RecordTooLargeError) as from_batch:
+        p.send_batch(TOPIC, [b"small", big])
+    assert str(from_batch.value) == str(from_send.value)
+    assert from_batch.value.code == from_send.value.code
+    assert not p.accumulator.batches  # nothing queued, not even the small row
+    # between batch.size and max.request.size: a batch of its own
+    (f,) = p.send_batch(TOPIC, [b"y" * 1500])
+    assert f.record_count == 1
+
+
+def test_transactional_producer_outside_a_transaction_refuses_as_send(producers) -> None:
+    p = stub_producer(1, acks="all", transactional_id="tx")
+    producers.append(p)
+    with pytest.raises(IllegalTransactionStateError):
+        p.send(TOPIC, b"x")
+    with pytest.raises(IllegalTransactionStateError):
+        p.send_batch(TOPIC, [b"x"])
+    assert not p.accumulator.batches
+
+
+def test_closed_producer(producers) -> None:
+    p = stub_producer(1)
+    producers.append(p)
+    p._closing = True
+    with pytest.raises(RuntimeError):
+        p.send_batch(TOPIC, [b"x"])
