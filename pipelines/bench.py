@@ -37,20 +37,74 @@ def _fill(servers: str, topic: str, records: int, record_size: int, partitions: 
     return max(records, have)
 
 
+def _baseline_parquet(path: str, records: int, record_size: int, first: int = 0, chunk: int = 65_536) -> None:
+    """Rows ``first..first+records`` of what ``_fill`` writes (key, value; 64 distinct values, keys cut
+    from them but for every 64th) as a Parquet file, for Spark's own Parquet-to-Parquet copy."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = [os.urandom(record_size) for _ in range(64)]
+    schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
+    with pq.ParquetWriter(path, schema) as w:
+        for start in range(first, first + records, chunk):
+            n = min(chunk, first + records - start)
+            idx = np.arange(start, start + n) & 63
+            vals = np.frombuffer(b"".join(values), np.uint8).reshape(64, record_size)[idx]
+            keys = vals[:, :16].copy() if record_size >= 16 else np.zeros((n, 16), np.uint8)
+            fresh = np.flatnonzero((np.arange(start, start + n) % 64) == 0)
+            keys[fresh] = np.frombuffer(os.urandom(16 * len(fresh)), np.uint8).reshape(-1, 16)
+
+            def column(a: np.ndarray) -> pa.Array:
+                width = a.shape[1]
+                return pa.Array.from_buffers(pa.binary(), len(a), [None, pa.py_buffer(
+                    np.arange(len(a) + 1, dtype=np.int32) * width), pa.py_buffer(np.ascontiguousarray(a))])
+
+            w.write_batch(pa.record_batch([column(keys), column(vals)], schema=schema))
+
+
+def _time_baseline(spark: object, records: int, record_size: int, files: int) -> dict[str, float]:
+    """Spark's own Parquet -> Parquet copy of the same rows: the physical limit for topic -> Parquet.
+    The rows are in one file per topic partition, so Spark reads them with as many tasks."""
+    tmp = tempfile.mkdtemp(prefix="tidelog-bench-baseline-")
+    try:
+        src = os.path.join(tmp, "in")
+        os.mkdir(src)
+        per = -(-records // files)
+        for i, first in enumerate(range(0, records, per)):
+            _baseline_parquet(os.path.join(src, f"part-{i}.parquet"), min(per, records - first), record_size, first)
+        df = spark.read.parquet(src)  # type: ignore[attr-defined]
+        out = os.path.join(tmp, "out")
+        t0 = time.perf_counter()
+        df.write.mode("overwrite").parquet(out)
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        df.write.mode("overwrite").parquet(out)
+        copy_s = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"baseline_first_seconds": first_s, "baseline_seconds": copy_s,
+            "baseline_records_per_s": records / copy_s, "baseline_mb_per_s": records * record_size / copy_s / 1e6}
+
+
 @click.command("spark")
 @click.option("--topic", default="spark-bench", show_default=True)
 @click.option("--records", default=1_000_000, show_default=True, type=click.IntRange(1))
 @click.option("--record-size", default=1024, show_default=True, type=click.IntRange(0))
 @click.option("--partitions", default=4, show_default=True, type=click.IntRange(1))
 @click.option("--master", default="local[2]", show_default=True)
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="also time Spark's own Parquet -> Parquet copy of the same rows (the physical limit)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
-def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, as_json: bool,
-                bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, baseline: bool,
+                as_json: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet.
 
     The first count() and the first Parquet write are reported apart: they also start Spark's Python
-    workers and warm the JVM.
+    workers and warm the JVM. With --baseline (the default) the same rows (key, value) are also
+    written to a Parquet file and Spark's own Parquet -> Parquet copy of them is timed the same way
+    (second write reported): topic -> Parquet is reported as a fraction of it.
     """
     from pipelines.spark import local_session
 
@@ -75,6 +129,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
         t0 = time.perf_counter()
         df.write.mode("overwrite").parquet(out)
         parquet_s = time.perf_counter() - t0
+        base = _time_baseline(spark, n, record_size, partitions) if baseline else {}
     finally:
         shutil.rmtree(out, ignore_errors=True)
         spark.stop()
@@ -83,7 +138,10 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
            "count_seconds": count_s, "count_records_per_s": n / count_s,
            "first_parquet_seconds": first_parquet_s, "first_parquet_records_per_s": n / first_parquet_s,
            "parquet_seconds": parquet_s, "parquet_records_per_s": n / parquet_s,
-           "count_mb_per_s": n * record_size / count_s / 1e6, "parquet_mb_per_s": n * record_size / parquet_s / 1e6}
+           "count_mb_per_s": n * record_size / count_s / 1e6, "parquet_mb_per_s": n * record_size / parquet_s / 1e6,
+           **base}
+    if base:
+        res["parquet_vs_baseline"] = base["baseline_seconds"] / parquet_s
     if as_json:
         click.echo(json.dumps(res))
     else:
@@ -91,3 +149,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
                    f"count(), warm:                        {n} records in {count_s:.1f}s = {n / count_s:,.0f} records/s ({res['count_mb_per_s']:.0f} MB/s)\n"
                    f"Parquet, first write:                 {n} records in {first_parquet_s:.1f}s = {n / first_parquet_s:,.0f} records/s\n"
                    f"Parquet, second write:                {n} records in {parquet_s:.1f}s = {n / parquet_s:,.0f} records/s ({res['parquet_mb_per_s']:.0f} MB/s)")
+        if base:
+            click.echo(f"Baseline, Spark Parquet -> Parquet:   {n} records in {base['baseline_seconds']:.1f}s = "
+                       f"{base['baseline_records_per_s']:,.0f} records/s ({base['baseline_mb_per_s']:.0f} MB/s); "
+                       f"topic -> Parquet = {res['parquet_vs_baseline']:.2f}x of it")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
@@ -32,29 +31,17 @@ from pipelines.tidelog_source.sink import TidelogStreamWriter, TidelogWriter
 from shared.client.cluster import ClusterClient
 from shared.client.range_reader import read_range
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, UnreadableBatchError
-from shared.records.columns import Columns, decode_columns
+from shared.records.arrow import Piece, arrow_schema, record_batch, take
+from shared.records.arrow import binary_column as binary_column  # re-exported: it lived here
+from shared.records.columns import decode_columns
 from shared.records.decoder import records_section
 from shared.records.header import HEADER_SIZE
-from shared.records.positions import RecordPositions
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
 BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                "timestamp timestamp, timestampType int")
 HEADERS_SCHEMA = BASE_SCHEMA + ", headers array<struct<key: string, value: binary>>"
-
-_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-        ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(("headers", _HEADER_TYPE))
-    return pa.schema(fields)
-
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
@@ -64,92 +51,20 @@ class RangePartition(InputPartition):
     end: int
 
 
-_INLINE = 12  # Arrow's binary view keeps values up to 12 bytes inside the view itself
-
-
-def binary_column(buf: bytes, start: np.ndarray, end: np.ndarray, null: np.ndarray | None) -> pa.Array:
-    """An Arrow binary array of ``buf[start[i]:end[i]]``.
-
-    Built as a binary *view* array over ``buf`` (16-byte views: length, then the value
-    inline if it is short, else its first 4 bytes, buffer 0 and its offset), made with
-    numpy for all values at once, then cast to plain binary, so the values are gathered
-    by Arrow's C++ code in one copy rather than by a Python call per value.
-    """
-    n = len(start)
-    arr = np.frombuffer(buf, np.uint8)
-    lengths = (end - start).astype(np.int32)
-    views = np.zeros((n, 16), np.uint8)
-    words = views.view(np.int32)  # n x 4
-    words[:, 0] = lengths
-    long_ = lengths > _INLINE
-    if long_.any():
-        ls = start[long_]
-        views[long_, 4:8] = arr[ls[:, None] + np.arange(4)]
-        words[long_, 3] = ls  # buffer index (word 2) stays 0
-    short = ~long_ & (lengths > 0)
-    if short.any():
-        ss = start[short]
-        k = np.arange(_INLINE)
-        inline = arr[np.minimum(ss[:, None] + k, len(arr) - 1)]
-        views[short, 4:] = np.where(k < lengths[short][:, None], inline, 0)
-    validity = None if null is None else pa.py_buffer(np.packbits(~null, bitorder="little"))
-    view = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), pa.py_buffer(buf)],
-                                 null_count=0 if null is None else int(null.sum()))
-    return view.cast(pa.binary())
-
-
-def _arrow_batch(opts: SourceOptions, schema: pa.Schema, part: RangePartition, buf: bytes, cols: list[Columns],
-                 ts_types: list[int]) -> pa.RecordBatch:
-    ps = [c.positions for c in cols]
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in ps])
-
-    def nulls(name: str) -> np.ndarray | None:
-        if all(getattr(p, name) is None for p in ps):
-            return None
-        return np.concatenate([np.zeros(len(p), bool) if getattr(p, name) is None else getattr(p, name) for p in ps])
-
-    offsets = cat("offsets")
-    n = len(offsets)
-    arrays = [
-        binary_column(buf, cat("key_start"), cat("key_end"), nulls("key_null")),
-        binary_column(buf, cat("value_start"), cat("value_end"), nulls("value_null")),
-        pa.array([part.topic] * n, pa.string()),
-        pa.array(np.full(n, part.partition, np.int32)),
-        pa.array(offsets),
-        pa.array(cat("timestamps") * 1000).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(np.repeat(np.array(ts_types, np.int32), [len(p) for p in ps])),
-    ]
-    if opts.include_headers:
-        headers = [h for c in cols for h in (c.headers or [])]
-        arrays.append(pa.array([[{"key": k, "value": v} for k, v in hs] for hs in headers], _HEADER_TYPE))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
 def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
     """Executor side: the records of ``[start, end)`` of one topic-partition as Arrow batches.
 
     Records are decoded into positions (``decode_columns``) and the key and value
-    columns are cut from the fetched buffer in one copy each, so no Python object is
-    made per record. One Arrow batch per fetched buffer (or per decompressed batch).
+    columns are cut from the fetched buffer in one copy each (``shared.records.arrow``),
+    so no Python object is made per record. One Arrow batch per fetched buffer.
     """
     tune_allocator()
     schema = arrow_schema(opts.include_headers)
     cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader")
     tp = TopicPartition(part.topic, part.partition)
     start, end = part.start, part.end
+    pieces: list[Piece] = []
     current: bytes | None = None
-    cols: list[Columns] = []
-    types: list[int] = []
-
-    def trimmed(c: Columns) -> Columns:
-        p = c.positions
-        keep = (p.offsets >= start) & (p.offsets < end)
-        kept = RecordPositions(*(None if a is None else a[keep] for a in (
-            p.offsets, p.timestamps, p.key_start, p.key_end, p.key_null, p.value_start, p.value_end, p.value_null)))
-        headers = None if c.headers is None else [h for h, k in zip(c.headers, keep.tolist()) if k]
-        return Columns(c.data, kept, headers)
 
     try:
         for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
@@ -160,24 +75,26 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
             try:
                 if header.compression:
                     buf = records_section(data, header, pos)
-                    c = decode_columns(header, buf, with_headers=opts.include_headers)
+                    c = decode_columns(header, buf, with_headers=opts.include_headers, empty_headers_as_none=True)
                 else:
                     buf = data
-                    c = decode_columns(header, data, with_headers=opts.include_headers,
+                    c = decode_columns(header, data, with_headers=opts.include_headers, empty_headers_as_none=True,
                                        start=pos + HEADER_SIZE, end=pos + header.size)
             except CorruptRecordError as exc:
                 raise UnreadableBatchError(tp.topic, tp.partition, max(header.base_offset, start),
                                            exc.args[0]) from None
             if header.base_offset < start or header.last_offset >= end:
-                c = trimmed(c)
-            if current is not None and buf is not current and cols:
-                yield _arrow_batch(opts, schema, part, current, cols, types)
-                cols, types = [], []
-            current = buf
-            cols.append(c)
-            types.append(header.timestamp_type)
-        if cols and current is not None:
-            yield _arrow_batch(opts, schema, part, current, cols, types)
+                c = take(c, (c.positions.offsets >= start) & (c.positions.offsets < end))
+            if not len(c):
+                continue
+            # One Arrow batch per fetched buffer: its decompressed batches go with it.
+            if pieces and data is not current:
+                yield record_batch(pieces, part.topic, part.partition, schema)
+                pieces = []
+            current = data
+            pieces.append((buf, c, header.timestamp_type))
+        if pieces:
+            yield record_batch(pieces, part.topic, part.partition, schema)
     finally:
         cluster.close()
 

@@ -225,11 +225,12 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
 @click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
+@click.option("--columnar", is_flag=True, help="read Arrow tables with Consumer.poll_arrow (gRPC door only)")
 @_door_options
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool | None,
-                  client_id: str, show_metrics: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
+                  client_id: str, show_metrics: bool, columnar: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one (--kafka: with
     confluent-kafka through the Kafka listener; --door both: one after the other)."""
@@ -238,8 +239,11 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
     if door in ("grpc", "both"):
         cpu = bench_kafka.BrokerCpu(data_dir)
         cpu.start()
-        _grpc_consume(servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
-                      fetch_depth, timeout_ms, group, as_json, progress, client_id, show_metrics, cpu)
+        consume = _grpc_consume
+        if columnar:
+            from shared.cli.bench_columnar_consume import run as consume
+        consume(servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
+                fetch_depth, timeout_ms, group, as_json, progress, client_id, show_metrics, cpu)
     if door in ("kafka", "both"):
         kafka_servers = bench_kafka.kafka_bootstrap(kafka_bootstrap_servers, data_dir)
         cpu = bench_kafka.BrokerCpu(data_dir)

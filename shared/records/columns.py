@@ -5,12 +5,14 @@ What the Arrow/Spark reader needs. Same validation as ``decoder.decode_records``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from shared.errors import CorruptRecordError
 from shared.records.decoder import decode_headers
-from shared.records.header import ATTR_TIMESTAMP_TYPE, BatchHeader
-from shared.records.positions import RecordPositions, record_positions
+from shared.records.header import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, BatchHeader
+from shared.records.positions import RecordPositions, fields_at, record_positions, walk_lengths
 from shared.records.record import Header
 from shared.records.varint import decode_zigzag
 
@@ -35,24 +37,29 @@ class Columns:
 
 
 def decode_columns(header: BatchHeader, data: bytes, *, with_headers: bool = False,
-                   start: int = 0, end: int | None = None) -> Columns:
+                   start: int = 0, end: int | None = None, empty_headers_as_none: bool = False) -> Columns:
     """Decode a records section into positions instead of objects (no per-record bytes copies).
 
     ``data[start:end]`` is the records section; for an uncompressed batch the caller can pass
     the whole fetched buffer with the section's bounds, so spans point into that buffer.
     Same validation as ``decode_records``: every record must end where its length says.
+    ``empty_headers_as_none``: when no record has headers, ``headers`` is None even if asked for
+    (saves a list per record; the Arrow path asks so).
     """
     stop = len(data) if end is None else end
     found = record_positions(data, start, stop, header.records_count, header.base_offset, header.base_timestamp,
                              header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
     if found is not None:
-        return Columns(data, found, [[] for _ in range(len(found))] if with_headers else None)
+        empty = with_headers and not empty_headers_as_none
+        return Columns(data, found, [[] for _ in range(len(found))] if empty else None)
     try:
         offsets, stamps, kspans, vspans, hdrs = _decode_columns(header, data, with_headers, start, stop)
     except IndexError as exc:
         raise CorruptRecordError(
             f"records of batch at offset {header.base_offset} run past the end of the batch"
         ) from exc
+    if empty_headers_as_none and hdrs is not None and not any(hdrs):
+        hdrs = None
     return Columns(data, _as_positions(offsets, stamps, kspans, vspans), hdrs)
 
 
@@ -175,3 +182,50 @@ def _decode_columns(
     if pos != stop:
         raise CorruptRecordError(f"batch at offset {base_offset} has {stop - pos} bytes after its last record")
     return offsets, stamps, kspans, vspans, hdrs
+
+
+def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]]) -> tuple[Columns, np.ndarray] | None:
+    """The records of several uncompressed batches of one buffer as one ``Columns``, and each record's
+    timestamp type; None when one of them is not plain (headers, long varints, a damaged batch):
+    then decode them one by one with ``decode_columns``, which says what is wrong.
+
+    Each batch's record lengths are walked as ``decode_columns`` does, but every other field is found
+    for all the batches' records at once, so numpy's fixed cost per call is paid once per fetch
+    rather than once per batch. Same checks: every record ends where its length says, and each
+    batch's records end where the batch does.
+    """
+    arr = np.frombuffer(data, np.uint8)
+    starts, ends = [], []
+    counts = np.empty(len(batches), np.int64)
+    base_offsets = np.empty(len(batches), np.int64)
+    base_stamps = np.empty(len(batches), np.int64)
+    append_time = np.zeros(len(batches), bool)
+    for i, (pos, h) in enumerate(batches):
+        start, stop = pos + HEADER_SIZE, pos + h.size
+        if h.records_count < 1 or stop - start < h.records_count * 7:
+            return None
+        walked = walk_lengths(data, arr, start, stop, h.records_count)
+        if walked is None:
+            return None
+        starts.append(walked[0])
+        ends.append(walked[1])
+        counts[i] = h.records_count
+        base_offsets[i] = h.base_offset
+        if h.attributes & ATTR_TIMESTAMP_TYPE:
+            append_time[i] = True
+            base_stamps[i] = h.max_timestamp
+        else:
+            base_stamps[i] = h.base_timestamp
+    if not starts:
+        return None
+    one = len(starts) == 1
+    found = fields_at(arr, starts[0] if one else np.concatenate(starts), ends[0] if one else np.concatenate(ends),
+                      0, 0, None)
+    if found is None:
+        return None
+    found.offsets += np.repeat(base_offsets, counts)
+    stamps = found.timestamps + np.repeat(base_stamps, counts)
+    if append_time.any():  # LogAppendTime: every record has the batch's max timestamp
+        stamps = np.where(np.repeat(append_time, counts), np.repeat(base_stamps, counts), stamps)
+    found.timestamps = stamps
+    return Columns(data, found, None), np.repeat(append_time.astype(np.int32), counts)
