@@ -75,7 +75,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1
 
 
 # Test clusters get a small __consumer_offsets (50 partitions x RF 3 would replicate for nothing in most tests).
-TEST_ENV = {"TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6"}
+TEST_ENV = {"TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6",
+            # the balancer moves replicas on its own; tests that want it turn it on
+            "TIDELOG_BALANCER_ENABLE": "false"}
 
 
 def start_cluster(tmp: str, **kw: Any) -> Cluster:

@@ -14,6 +14,7 @@ import uvicorn
 from pydantic import Field
 
 from services.controller.api import ControllerApi
+from services.controller.balancer_loop import BalancerConfig, BalancerLoop, BalancerSettings
 from services.controller.election import ControllerElection, ControllerIdentity
 from services.controller.grpc_api import ControllerServicer, add_to_server
 from services.controller.internal_topics import ensure_offsets_topic
@@ -23,12 +24,11 @@ from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
 from shared.service import Service, run
-from shared.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
 
 
-class ControllerSettings(ServiceSettings):
+class ControllerSettings(BalancerSettings):  # the balancer.* settings (balancer_loop.py)
     rest_host: str = Field("127.0.0.1", description="REST admin API listen address")
     rest_port: int = Field(0, ge=0, le=65535, description="REST admin API port (0: any free port)")
     auto_leader_rebalance_enable: bool = Field(True, description="auto.leader.rebalance.enable")
@@ -97,6 +97,9 @@ class Controller(Service[ControllerSettings]):
         self._tasks.append(asyncio.create_task(election.run()))
         self._tasks.append(asyncio.create_task(partitions.run()))
         self._tasks.append(asyncio.create_task(leader_balancer.run()))
+        balancer = BalancerLoop(self.api, BalancerConfig.of(s), lambda: election.active)
+        self.api.balancer = balancer
+        self._tasks.append(asyncio.create_task(balancer.run()))
         self._tasks.append(asyncio.create_task(ensure_offsets_topic(
             topics, election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
         while not self._rest.started:

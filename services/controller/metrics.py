@@ -4,7 +4,8 @@
 ``applied``) and how each fenced etcd transaction went (``txn``); partition counts and the active
 flag are read at scrape time. Leader elections are classified against the states loaded just before
 under the same lock: ``preferred``, ``controlled_shutdown``, ``unclean`` (the new leader was not in
-the ISR), else ``clean``.
+the ISR), else ``clean``. The balancer loop (``balancer_loop.py``) counts its moves (``balancer_moves``) and
+sets ``reassigning`` and ``balancer_paused``, read at scrape time.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class ControllerObserver(Collector):
                                        registry=registry)
         self.txn_time = Histogram("tidelog_controller_etcd_txn_time_seconds", "Fenced etcd transaction latency",
                                   buckets=LATENCY_BUCKETS, registry=registry)
+        self.balancer_moves_total = Counter("tidelog_controller_balancer_moves", "The balancer's partition moves "
+                                            "(reassignments) by event (started, completed) and goal",
+                                            ["event", "goal"], registry=registry)
+        #: read at scrape time; the balancer loop sets them (partitions being reassigned, paused 0/1)
+        self.reassigning: Callable[[], int] = lambda: 0
+        self.balancer_paused: Callable[[], int] = lambda: 0
         self.txn_failures = Counter("tidelog_controller_etcd_txn_failures", "Fenced etcd transactions refused "
                                     "or failed", registry=registry)
         registry.register(self)
@@ -66,6 +73,9 @@ class ControllerObserver(Collector):
         if elected:
             self.election_time.observe(seconds)
 
+    def balancer_moves(self, event: str, goal: str) -> None:
+        self.balancer_moves_total.labels(event, goal).inc()
+
     def txn(self, seconds: float, ok: bool) -> None:
         self.txn_time.observe(seconds)
         if not ok:
@@ -82,6 +92,11 @@ class ControllerObserver(Collector):
                                 value=len(states))
         yield GaugeMetricFamily("tidelog_controller_offline_partitions_count", "Partitions without a leader "
                                 "(active controller only)", value=sum(1 for s in states if s.leader == -1))
+        yield GaugeMetricFamily("tidelog_controller_reassigning_partitions", "Partitions being reassigned "
+                                "(Kafka's ReassigningPartitions; active controller only)",
+                                value=self.reassigning() if epoch else 0)
+        yield GaugeMetricFamily("tidelog_controller_balancer_paused", "1 while the balancer is paused "
+                                "(active controller only)", value=self.balancer_paused() if epoch else 0)
 
 
 _default: ControllerObserver | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shared.cli.balancer_cmds import balancer
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
 from shared.cli.bench_group import bench_group
@@ -44,6 +45,7 @@ cli.add_command(topics)
 cli.add_command(brokers)
 brokers.add_command(decommission)
 cli.add_command(reassign)
+cli.add_command(balancer)
 cli.add_command(top)
 cli.add_command(groups)
 cli.add_command(transactions)

@@ -277,6 +277,8 @@ def decommission(broker_id: int, throttle: int | None, wait: bool, timeout: floa
                  rest: str | None, data_dir: str) -> None:
     """Move every replica and leadership off broker BROKER_ID, then say when it is safe to stop."""
     admin = _admin(bootstrap, rest, data_dir)
+    # Marked first, so the balancer neither refills the broker nor places moves on it.
+    _rest(admin, "POST", f"/v1/balancer/decommissioning/{broker_id}")
     got = _rest(admin, "POST", "/v1/reassignments/decommission-plan", {"broker": broker_id})
     plan = got["proposed"]
     if plan["partitions"]:

@@ -21,6 +21,7 @@ and effective quotas: two reads of the same entries), ``alter_client_quotas``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from services.controller.election import ControllerElection
 from services.controller.groups_admin import GroupAdmin
@@ -29,6 +30,9 @@ from services.controller.replication import PartitionController
 from services.controller.topics import TopicManager
 from shared.errors import NotActiveError
 from shared.metadata.store import MetadataStore
+
+if TYPE_CHECKING:
+    from services.controller.balancer_loop import BalancerLoop
 
 
 @dataclass
@@ -40,6 +44,7 @@ class ControllerApi:
     election: ControllerElection | None = None
     topics: TopicManager | None = None
     partitions: PartitionController | None = None
+    balancer: BalancerLoop | None = None
     quotas: QuotaConfigs = field(init=False)
     groups: GroupAdmin = field(init=False)
 

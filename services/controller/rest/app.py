@@ -19,6 +19,7 @@ from services.controller.rest import (
     topics,
     transactions,
 )
+from services.controller.rest.balancer import router as balancer_router
 from services.controller.rest.deps import request_context
 from services.controller.rest.docs import keep_docs_offline
 from services.controller.rest.errors import document_errors
@@ -58,6 +59,7 @@ def create_app(controller: ControllerApi | None) -> FastAPI:
     app.include_router(broker_configs.router)
     app.include_router(log_dirs.router)
     app.include_router(reassignments_router)
+    app.include_router(balancer_router)
     document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
 
     @app.exception_handler(TidelogError)

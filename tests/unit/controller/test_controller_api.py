@@ -80,11 +80,18 @@ def test_every_api_module_follows_the_shape() -> None:
         "list_groups", "list_topics", "reset_offsets",
         "alter_partition_reassignments", "cancel_partition_reassignments", "list_partition_reassignments",
         "generate_reassignment", "plan_decommission", "plan_replication_factor",
+        "describe_balancer", "pause_balancer", "resume_balancer", "mark_decommissioning", "unmark_decommissioning",
         "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"])
 
 
 #: (method, route, url, body, API function): one row per REST route.
 ROUTES = [
+    ("GET", "/v1/balancer", "/v1/balancer", None, "describe_balancer"),
+    ("POST", "/v1/balancer/pause", "/v1/balancer/pause", None, "pause_balancer"),
+    ("POST", "/v1/balancer/resume", "/v1/balancer/resume", None, "resume_balancer"),
+    ("POST", "/v1/balancer/decommissioning/{broker}", "/v1/balancer/decommissioning/4", None, "mark_decommissioning"),
+    ("DELETE", "/v1/balancer/decommissioning/{broker}", "/v1/balancer/decommissioning/4", None,
+     "unmark_decommissioning"),
     ("GET", "/v1/brokers/{broker}/configs", "/v1/brokers/1/configs", None, "describe_broker_configs"),
     ("PATCH", "/v1/brokers/{broker}/configs", "/v1/brokers/1/configs",
      {"configs": {"leader.replication.throttled.rate": 1000}}, "alter_broker_configs"),
