@@ -31,11 +31,22 @@ from shared.settings import ServiceSettings, load_settings
 S = TypeVar("S", bound=ServiceSettings)
 log = logging.getLogger(__name__)
 
+#: The largest gRPC message a server receives (a produce request included): a larger one is refused
+#: with RESOURCE_EXHAUSTED, authenticated or not. A service's settings may set it
+#: (``grpc_max_receive_message_bytes``); this is the default.
+GRPC_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024
+
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", GRPC_MAX_RECEIVE_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 ]
+
+
+def server_options(settings: Any) -> list[tuple[str, Any]]:
+    """``GRPC_OPTIONS`` with the receive bound of ``settings`` if it has one."""
+    bound = int(getattr(settings, "grpc_max_receive_message_bytes", 0) or GRPC_MAX_RECEIVE_MESSAGE_BYTES)
+    return [(k, bound if k == "grpc.max_receive_message_length" else v) for k, v in GRPC_OPTIONS]
 
 
 class Service(Generic[S]):
@@ -116,7 +127,7 @@ async def serve(service: Service[Any]) -> None:
                          f"({exc.strerror})") from None
     if metrics_port is not None:
         service.metrics_address = f"{settings.advertised}:{metrics_port}"
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+    server = grpc.aio.server(options=server_options(settings))
     health_servicer = health.aio.HealthServicer()
     guarded: Any = GuardedServer(server)  # every method: bad bytes -> INVALID_ARGUMENT (shared/grpc_guard.py)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, guarded)

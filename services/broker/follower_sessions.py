@@ -8,6 +8,11 @@ Follower fetch offsets still drive the high watermark and the ISR: a partition n
 attaches the follower's state to the session (``Partition.update_follower_in_session``), after which
 the session's fetch time stands for every fetch of it. The follower's log start offset, named with the
 partition, goes to the same state: the leader's low watermark (DeleteRecords) waits for it.
+
+Every request must carry the follower's current broker epoch (``replica_epoch``, KIP-380): otherwise it
+is refused whole with ``STALE_BROKER_EPOCH`` after a short pause (the follower retries at that pace
+while the leader's metadata catches up with its new registration), the stream's session ends and nothing
+moves. A partition is served and moves follower state only for a replica id among its replicas.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from services.broker import request_limits
-from services.broker.fetch_reader import read_partition
+from services.broker.fetch_reader import read_partition, replica_refusal
 from services.broker.fetch_sessions import INITIAL_EPOCH, LeaderSession, resolve_session
 from services.broker.replica_results import FetchPartitionResult, grpc_partition_data
 from services.broker.replication_throttle import ReplicationThrottles
@@ -32,6 +37,9 @@ from shared.types import TopicPartition
 if TYPE_CHECKING:
     from services.broker.partition import Partition
     from services.broker.replica_manager import ReplicaManager
+
+#: How long a refused (stale-epoch) request waits before its answer, at most: no busy retry loop.
+REFUSAL_PAUSE_MS = 500
 
 _ids = itertools.count(int.from_bytes(os.urandom(3), "big") + 1)  # session ids, distinct across restarts
 
@@ -66,6 +74,11 @@ class StreamFetchSession:
             part.detach_follower(session.replica_id, session)
 
     async def fetch(self, request: pb.FetchRequest, metrics: Any = None) -> bytes:
+        refusal = replica_refusal(self.rm.view.brokers, request.replica_id, request.replica_epoch)
+        if refusal:
+            self.close()
+            await asyncio.sleep(min(request_limits.fetch_wait_ms(request.max_wait_ms), REFUSAL_PAUSE_MS) / 1000)
+            return encode_fetch_response(correlation_id=request.correlation_id, topics=[], error_code=refusal)
         session, error = resolve_session(self.session, request.replica_id, request.session_id,
                                          request.session_epoch, lambda: next(_ids) % (2**31 - 1) or 1)
         if session is None:
@@ -141,6 +154,8 @@ class StreamFetchSession:
         sp = session.partitions.get(tp)
         if part is None or sp is None or not part.is_leader:
             return None
+        if session.replica_id == self.rm.broker_id or session.replica_id not in part.replicas:
+            return None
         if sp.leader_epoch >= 0 and sp.leader_epoch != part.leader_epoch:
             return None
         return part
@@ -165,7 +180,7 @@ class StreamFetchSession:
                     part.update_follower_in_session(session.replica_id, sp.fetch_offset, session, log_start)
 
             r = read_partition(self.rm, tp, sp.fetch_offset, sp.leader_epoch, budget,
-                               for_consumer=False, min_one=min_one, before_read=attach)
+                               for_consumer=False, min_one=min_one, before_read=attach, replica_id=session.replica_id)
             if throttled and throttle is not None:
                 throttle.leader.record(len(r.records))
             error = error or r.error != ErrorCode.NONE

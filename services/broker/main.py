@@ -18,7 +18,7 @@ from services.broker.cleaner_check import ResultChecker
 from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.kafka.cluster_links import ClusterLinks
-from services.broker.kafka.listener import KafkaListener
+from services.broker.kafka.listener import KafkaListener, parse_ip_overrides
 from services.broker.kafka.registry import kafka_apis
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.metrics import broker_metrics, register_partitions
@@ -74,6 +74,10 @@ class BrokerSettings(ServiceSettings):
                                           description="socket.request.max.bytes: larger Kafka requests are refused")
     connections_max_idle_ms: int = Field(600_000, ge=100, le=2**31 - 1,
                                          description="connections.max.idle.ms: idle Kafka connections are closed")
+    max_connections_per_ip: int = Field(2**31 - 1, ge=0, le=2**31 - 1,
+                                        description="max.connections.per.ip on the Kafka listener (unlimited, as Kafka)")
+    max_connections_per_ip_overrides: str = Field("", description="max.connections.per.ip.overrides: "
+                                                                  "'host:count,host:count'")
     quota_window_size_seconds: int = Field(1, ge=1, le=60, description="quota.window.size.seconds; decisions "
                                                                        "older than two windows are dropped (fail open)")
     transaction_partition_verification_enable: bool = Field(
@@ -176,8 +180,10 @@ class Broker(Service[BrokerSettings]):
             host, port = parse_listener(s.listeners, "listeners")
         assert self.api is not None  # add_servicers ran
         self.api.links = ClusterLinks(self.replicas, self.store, self.api.configs)
-        self.kafka_listener = KafkaListener(kafka_apis(self.api), max_request_bytes=s.socket_request_max_bytes,
-                                            max_idle_ms=s.connections_max_idle_ms)
+        self.kafka_listener = KafkaListener(
+            kafka_apis(self.api), max_request_bytes=s.socket_request_max_bytes, max_idle_ms=s.connections_max_idle_ms,
+            max_connections_per_ip=s.max_connections_per_ip,
+            max_connections_per_ip_overrides=parse_ip_overrides(s.max_connections_per_ip_overrides))
         try:
             bound = await self.kafka_listener.start(host, port)
         except OSError as exc:

@@ -12,13 +12,17 @@ A pair with a quota configured but no decision yet (a new client id, until
 the service's first answer: about one report interval) gets the broker's own
 ``ProvisionalQuotas`` decision, computed by the same code from what this broker
 saw, while the service is answering (never when it is gone: fail open).
+
+A decision's ``throttle_time_ms`` is capped at Kafka's bound, the whole quota
+window (``quota.window.num`` × ``quota.window.size.seconds``, 11 s by default):
+the broker never holds a client longer than that, whatever it receives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from shared.quota.decision import ProvisionalQuotas
+from shared.quota.decision import ProvisionalQuotas, throttle_cap_ms
 from shared.quota.entities import QuotaEntity
 
 Pair = tuple[int, str, str]
@@ -39,6 +43,7 @@ class QuotaAccounting:
         self.report_interval_s = report_interval_s
         self.expiry_s = expiry_s
         self.provisional = provisional or ProvisionalQuotas()
+        self.max_throttle_ms = throttle_cap_ms(self.provisional.samples, self.provisional.window_ms)
         self._usage: dict[Pair, float] = {}
         self._table: dict[Pair, _Entry] = {}
         self._configured = False  # some quota entry exists (provisional decisions possible)
@@ -67,10 +72,12 @@ class QuotaAccounting:
         return usage
 
     def apply(self, decisions: Iterable[tuple[int, str, str, int, float]], now: float) -> None:
-        """Replace the table with a decision set ``(type, user, client, throttle_ms, credit)``."""
+        """Replace the table with a decision set ``(type, user, client, throttle_ms, credit)``; a throttle
+        is held to ``max_throttle_ms`` (Kafka's cap) whatever the decision says."""
         table = {}
+        cap = self.max_throttle_ms
         for qtype, user, client_id, throttle_ms, credit in decisions:
-            table[(qtype, user, client_id)] = _Entry(now + throttle_ms / 1000.0, credit)
+            table[(qtype, user, client_id)] = _Entry(now + max(0, min(throttle_ms, cap)) / 1000.0, credit)
         self._table = table
         self.decided_at = now
         if self._configured:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from services.broker.fetch_reader import broker_epoch
 from services.broker.fetch_sessions import FetchPlan, FollowerSession, Position
 from services.broker.replication_rules import truncation_offset
 from services.broker.replication_throttle import ReplicationThrottles
@@ -251,7 +252,8 @@ class ReplicaFetcher:
         forgotten: dict[str, list[pb.FetchPartition]] = {}
         for tp in plan.forgotten:
             forgotten.setdefault(tp.topic, []).append(pb.FetchPartition(partition=tp.partition))
-        req = pb.FetchRequest(replica_id=self.rm.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=1,
+        req = pb.FetchRequest(replica_id=self.rm.broker_id, replica_epoch=broker_epoch(self.rm.incarnation),
+                              max_wait_ms=self.max_wait_ms, min_bytes=1,
                               max_bytes=self.max_bytes, session_id=plan.session_id, session_epoch=plan.epoch,
                               topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in topics.items()],
                               forgotten_topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in forgotten.items()])

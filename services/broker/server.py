@@ -198,7 +198,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 specs.append(FetchSpec(tp, offset, p.partition_max_bytes or 1024 * 1024,
                                        p.current_leader_epoch if p.current_leader_epoch else -1))
         call = fetch_api.FetchCall(request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, specs,
-                                   request.isolation_level)
+                                   request.isolation_level, replica_epoch=request.replica_epoch)
         results, throttle_ms = await fetch_api.fetch(self.api, ctx, call)
         if results is None:  # over quota: no data, at once
             return encode_fetch_response(correlation_id=request.correlation_id, topics=[],

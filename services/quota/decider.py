@@ -17,7 +17,9 @@ bucket at the quota (``Smoother``, holding ``credit_ms`` of it) and the credit
 is capped by what the bucket holds; an overshoot past it throttles for the
 time the bucket needs to refill (at most one quota window). The decision's
 throttle time is the larger of Kafka's and the bucket's: usage flows at the
-quota instead of in window-sized bursts.
+quota instead of in window-sized bursts. It never exceeds Kafka's cap, the
+whole quota window (``samples × window_ms``, 11 s by default), however much
+usage is reported: a forged report cannot hold a client out for hours.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class QuotaDecider:
         if m is None:
             return None
         throttle, left, measured = self._group(pair, m, broker, now_ms).decide(
-            m.value, now_ms, max_throttle_ms(pair[0], self.window_ms))
+            m.value, now_ms, max_throttle_ms(pair[0], self.window_ms, self.samples))
         if m.cluster_wide:
             left /= max(1, len(self._group_brokers.get((pair[0], m.group), {})))
         return Decision(pair[0], pair[1], pair[2], throttle, left, m.value, measured)

@@ -49,9 +49,17 @@ class GroupState:
         return self.rate.idle(now_ms)
 
 
-def max_throttle_ms(qtype: int, window_ms: int) -> float | None:
-    """Request-quota throttles are bounded by one sample window, as Kafka's request quota manager does."""
-    return float(window_ms) if qtype == QuotaType.REQUEST else None
+def throttle_cap_ms(samples: int, window_ms: int) -> int:
+    """The longest throttle any decision may carry: the whole quota window, ``quota.window.num`` ×
+    ``quota.window.size.seconds`` (11 s by default), as Kafka's ``ClientQuotaManager`` bounds a
+    throttle. Whatever usage is reported (a forged report included), nobody is held longer."""
+    return samples * window_ms
+
+
+def max_throttle_ms(qtype: int, window_ms: int, samples: int = QUOTA_WINDOW_NUM) -> float:
+    """Request-quota throttles are bounded by one sample window, as Kafka's request quota manager does;
+    bandwidth throttles by the whole quota window (``throttle_cap_ms``)."""
+    return float(window_ms) if qtype == QuotaType.REQUEST else float(throttle_cap_ms(samples, window_ms))
 
 
 class ProvisionalQuotas:
@@ -102,7 +110,7 @@ class ProvisionalQuotas:
         group = self._groups.get((qtype, m.group))
         if group is None:
             return 0
-        return group.decide(m.value, now_ms, max_throttle_ms(qtype, self.window_ms))[0]
+        return group.decide(m.value, now_ms, max_throttle_ms(qtype, self.window_ms, self.samples))[0]
 
     def decided(self, pairs: Iterable[tuple[int, str, str]]) -> None:
         """The quota service now decides for these pairs: forget their groups."""

@@ -1,6 +1,9 @@
 """Fetch, for both doors: the consumer quota check, the read (``read``: the one fetch reader per
 partition, a long poll until ``min_bytes``, bounded by ``max_bytes``), metrics and usage accounting.
-Followers' fetches are not a client's usage."""
+Followers' fetches are not a client's usage. A sessionless follower fetch (``replica_id`` >= 0) is
+refused with ``STALE_BROKER_EPOCH`` unless its ``replica_epoch`` is that broker's current one, and per
+partition with ``NOT_LEADER_OR_FOLLOWER`` unless the broker is one of the partition's replicas
+(``fetch_reader``): before anything is read, so it neither moves a high watermark nor reads past it."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from services.broker.api import BrokerApi
-from services.broker.fetch_reader import read_partition
+from services.broker.fetch_reader import read_partition, refused, replica_refusal
 from services.broker.pipeline import FETCH, FETCH_TYPES, RequestContext
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replica_results import FetchParams, FetchPartitionResult, FetchSpec
@@ -31,6 +34,7 @@ class FetchCall:
     max_bytes: int
     specs: list[FetchSpec]
     isolation_level: int = 0  # 1: read_committed
+    replica_epoch: int = 0  # followers: their broker epoch (KIP-380); 0 (not sent) is refused
 
 
 async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
@@ -40,6 +44,10 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
     throttle_ms = b.pipeline.throttle_ms(ctx, FETCH_TYPES) if consumer else 0
     if throttle_ms:
         return None, throttle_ms
+    if not consumer:
+        code = replica_refusal(b.rm.view.brokers, call.replica_id, call.replica_epoch)
+        if code:
+            return {s.tp: refused(code) for s in call.specs}, 0
     params = FetchParams(replica_id=call.replica_id, max_wait_ms=call.max_wait_ms, min_bytes=call.min_bytes,
                          max_bytes=call.max_bytes or DEFAULT_MAX_BYTES, specs=call.specs,
                          isolation_level=call.isolation_level)
@@ -84,7 +92,8 @@ def _read_once(rm: ReplicaManager, params: FetchParams) -> tuple[dict[TopicParti
                            min_one=total == 0, read_committed=consumer and params.isolation_level == 1,
                            before_read=None if consumer else
                            lambda part, o=spec.offset, lso=spec.log_start_offset:
-                           part.update_follower(params.replica_id, o, lso))
+                           part.update_follower(params.replica_id, o, lso),
+                           replica_id=params.replica_id)
         total += len(r.records)
         error = error or r.error != ErrorCode.NONE
         out[spec.tp] = r

@@ -6,7 +6,11 @@ One connection is served as Kafka's ``SocketServer`` serves it: one request at a
 connection keep their order and responses go out in request order.
 
 - A frame larger than ``socket.request.max.bytes`` is refused from its 4-byte size prefix, before its
-  bytes are read; the connection closes.
+  bytes are read (a body is only ever buffered as it arrives, never allocated from the prefix); the
+  connection closes.
+- ``max.connections.per.ip`` (Kafka's default: unlimited) bounds the open connections from one host, with
+  ``max.connections.per.ip.overrides`` (``host:count,...``) per host: a connection over it is closed as
+  soon as it is accepted, with one WARNING line per host per 10 s, before anything is read.
 - A malformed frame, an unknown API key or an unsupported version of any API but ApiVersions closes the
   connection with one WARNING line. ApiVersions of an unknown version is answered in version 0 with
   ``UNSUPPORTED_VERSION`` and the versions served (KIP-511), as Kafka does.
@@ -32,14 +36,38 @@ from shared.kafka.messages import MalformedRequest, UnknownApi, api, encode_resp
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
+#: Kafka's default max.connections.per.ip: unlimited.
+UNLIMITED = 2**31 - 1
+_REJECT_LOG_EVERY_S = 10.0
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` as Kafka writes it: ``host:count`` pairs, comma-separated
+    (an IPv6 host keeps its colons: the count follows the last one)."""
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
+        out[host.strip().strip("[]")] = int(count)
+    return out
 
 
 class KafkaListener:
     def __init__(self, apis: KafkaApis, *, max_request_bytes: int = 100 * 1024 * 1024,
-                 max_idle_ms: int = 600_000) -> None:
+                 max_idle_ms: int = 600_000, max_connections_per_ip: int = UNLIMITED,
+                 max_connections_per_ip_overrides: dict[str, int] | None = None) -> None:
         self.apis = apis
         self.max_request_bytes = max_request_bytes
         self.max_idle_s = max_idle_ms / 1000
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self._per_host: dict[str, int] = {}
+        self._rejected_logged: dict[str, float] = {}
+        self.rejected_connections = 0
         self.server: asyncio.Server | None = None
         self.port = 0
         self._connections: dict[asyncio.StreamWriter, Connection] = {}
@@ -79,8 +107,34 @@ class KafkaListener:
                     log.info("closing idle Kafka connection", extra={"peer": conn.peer})
                     writer.close()
 
+    def _admit(self, host: str) -> bool:
+        """Count a new connection from ``host`` if ``max.connections.per.ip`` (or its override) allows it."""
+        limit = self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
+        open_now = self._per_host.get(host, 0)
+        if open_now >= limit:
+            self.rejected_connections += 1
+            now = time.monotonic()
+            if now - self._rejected_logged.get(host, float("-inf")) >= _REJECT_LOG_EVERY_S:
+                self._rejected_logged[host] = now
+                log.warning("rejecting Kafka connection: the host has max.connections.per.ip open",
+                            extra={"host": host, "max.connections.per.ip": limit})
+            return False
+        self._per_host[host] = open_now + 1
+        return True
+
+    def _release(self, host: str) -> None:
+        left = self._per_host.get(host, 0) - 1
+        if left > 0:
+            self._per_host[host] = left
+        else:
+            self._per_host.pop(host, None)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
+        host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
+        if not self._admit(host):
+            writer.close()
+            return
         peer = f"ipv4:{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
         conn = Connection(peer)
         self._connections[writer] = conn
@@ -93,6 +147,7 @@ class KafkaListener:
         except Exception:
             log.exception("Kafka connection failed", extra={"peer": peer})
         finally:
+            self._release(host)
             self._connections.pop(writer, None)
             conn.close()
             writer.close()

@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 
+from services.broker.fetch_reader import broker_epoch
 from services.broker.follower_sessions import StreamFetchSession
 from services.broker.metadata_cache import ClusterView
 from services.broker.replica_manager import ReplicaManager
@@ -18,13 +19,15 @@ from shared.records.builder import encode_batch
 from shared.types import TopicPartition
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+FOLLOWER_INCARNATION = "1700000000000-0badcafe"  # broker 2's registration: its fetches carry its epoch
 
 
 async def leader_of_two(path: str) -> ReplicaManager:
     """Broker 1 leads t-0 and t-1 (epoch 3), broker 2 follows both."""
     rm = ReplicaManager(1, path)
     assign = {0: [1, 2], 1: [1, 2]}
-    view = ClusterView(brokers={1: {"address": "127.0.0.1:1"}, 2: {"address": "127.0.0.1:2"}},
+    view = ClusterView(brokers={1: {"address": "127.0.0.1:1"},
+                                2: {"address": "127.0.0.1:2", "incarnation": FOLLOWER_INCARNATION}},
                        topics={"t": TopicRecord("t", "id", assign)},
                        partitions={TopicPartition("t", p): PartitionState(1, 3, [1, 2], 1) for p in assign})
     await rm.apply_metadata(view)
@@ -34,7 +37,7 @@ async def leader_of_two(path: str) -> ReplicaManager:
 def request(session_id: int, epoch: int, changed: Iterable[tuple[int, int]] = (), forgotten: Iterable[int] = (),
             max_bytes: int = 1 << 20) -> pb.FetchRequest:
     return pb.FetchRequest(
-        replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, session_id=session_id, session_epoch=epoch,
+        replica_id=2, replica_epoch=broker_epoch(FOLLOWER_INCARNATION), max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, session_id=session_id, session_epoch=epoch,
         topics=[pb.FetchTopic(name="t", partitions=[pb.FetchPartition(partition=p, fetch_offset=o, current_leader_epoch=3,
                                                                       partition_max_bytes=1 << 20) for p, o in changed])],
         forgotten_topics=[pb.FetchTopic(name="t", partitions=[pb.FetchPartition(partition=p) for p in forgotten])])
