@@ -10,6 +10,7 @@ from shared.cli.bench_failover import bench_failover
 from shared.cli.bench_group import bench_group
 from shared.cli.bench_partitions import bench_partitions
 from shared.cli.bench_quota import bench_quota
+from shared.cli.bench_reassign import bench_reassign
 from shared.cli.bench_txn import bench_txn
 from shared.cli.brokers_cmds import brokers
 from shared.cli.cleaner_cmds import bench_compact, cleaner
@@ -61,6 +62,7 @@ bench.add_command(bench_compact)
 bench.add_command(bench_quota)
 bench.add_command(bench_partitions)
 bench.add_command(bench_txn)
+bench.add_command(bench_reassign)
 
 
 def main() -> None:

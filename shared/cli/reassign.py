@@ -149,14 +149,14 @@ def execute_plan(admin: Admin, plan: dict[str, Any], throttle: int | None) -> No
     click.echo(_compact(_plan_file({k: current[k]["replicas"] for k in targets})))
     click.echo()
     click.echo("Save this to use as the --reassignment-json-file option during rollback")
-    _rest(admin, "POST", "/v1/reassignments", plan)
-    if throttle is not None:
+    if throttle is not None:  # before the moves start, as Kafka's tool does, so no copy runs unthrottled
         moving = {k: ([b for b in r if b not in current[k]["replicas"]], list(current[k]["replicas"]))
                   for k, r in targets.items() if set(r) != set(current[k]["replicas"])}
         if apply_throttle(admin, throttle, moving):
             click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
         else:
             click.echo("Warning: --throttle was not applied", err=True)
+    _rest(admin, "POST", "/v1/reassignments", plan)
     click.echo(f"Successfully started partition reassignment{'s' if len(targets) > 1 else ''} for "
                + ",".join(_name(k) for k in sorted(targets)))
 
