@@ -35,6 +35,7 @@ from shared.records.columnar_encode import (
     encode_sections,
     lengths_of,
     murmur2_partitions,
+    row_indices,
     section_builder,
     size_estimates,
     split_batches,
@@ -233,9 +234,9 @@ def send_batch(producer: Producer, topic: str, values: Column, keys: Column | No
     for p, rows in groups:
         tp = tps[p]
         whole = len(rows) == n
-        gv = v if whole else v.take(pa.array(rows))
-        gk = k if k is None or whole else k.take(pa.array(rows))
-        gh = h if h is None or whole else h.take(pa.array(rows))
+        gv = v if whole else v.take(row_indices(rows))
+        gk = k if k is None or whole else k.take(row_indices(rows))
+        gh = h if h is None or whole else h.take(row_indices(rows))
         gts = ts if whole else ts[rows]
         starts = split_batches(est if whole else est[rows], batch_size)
         sections = encode_sections(gv, gk, gts, starts, gh, value_lengths=vlen if whole else vlen[rows],
