@@ -4,31 +4,58 @@ default, exactly once with ``transactional.id.prefix``.
 At least once (Spark's own Kafka sink): each task produces its rows with an idempotent producer; a
 retried task or a re-run micro-batch writes its rows again.
 
-Exactly once (``transactional.id.prefix``; Spark's Kafka sink has no equivalent): each task writes
-its rows of a micro-batch in ONE transaction, and commits, in that same transaction, the batch id as
-an offset of a bookkeeping group, so "these rows are visible" and "this batch is done for this task"
-become true together or not at all. A task:
+Exactly once (``transactional.id.prefix``; Spark's Kafka sink has no equivalent): a two-phase commit.
+Each task writes its rows of a micro-batch in ONE transaction, with, in that same transaction, the
+batch id as an offset of a bookkeeping group (the ledger); it flushes and returns the open transaction's
+handle (transactional id, producer id, epoch, transaction version) in its commit message, WITHOUT
+committing. The driver's ``commit()``, which Spark calls only when every task of the batch succeeded,
+ends each task's transaction with EndTxn(commit); ``abort()`` ends them with EndTxn(abort). So "these
+rows are visible" and "this batch is done for this task" become true together, and only for task
+attempts Spark counted as successful. (A task must not commit by itself: when an upstream operator of
+the task fails -- a Python UDF raising, say -- Spark ends the writer's input as if it were complete, the
+writer returns normally, and the attempt fails after it; a commit there would publish a partial task.)
+
+A task:
 
 1. uses the transactional id ``{prefix}-{queryId}-{partitionId}``: the same for every attempt of the
    same task of the query (the query id is kept in the checkpoint), so ``init_transactions()`` fences
-   any earlier attempt still alive (a zombie on a lost executor: its sends and commit are refused)
-   and completes or aborts its transaction; a killed attempt's half-written rows are aborted here;
+   any earlier attempt still alive (a zombie on a lost executor: its sends are refused) and aborts its
+   open transaction -- a failed attempt's rows, or a whole batch whose driver died before ``commit()``
+   (a transaction the coordinator already prepared to commit is completed instead);
 2. then reads the group ``{prefix}``'s committed offset for (topic ``{queryId}``, partition
    ``{partitionId}``) with ``require_stable`` (KIP-447): it is the next batch id this task has to
    write. If the batch is already past it, the task writes nothing (a re-run of a committed batch);
-3. else writes its rows, ``send_offsets_to_transaction({queryId/partitionId: batchId + 1})``, commits.
+3. else writes its rows and ``send_offsets_to_transaction({queryId/partitionId: batchId + 1})``, flushes,
+   and returns the handle (``Producer.transaction_handle()``); the transaction stays open.
 
-Why no batch is written twice: a re-run of batch N (task retry, executor kill, or the batch re-run
-from the offset log after a driver restart, with the same batch id and the same offsets) gets each
-task the same transactional id as before, so step 1 leaves at most one committed attempt, and step 2
-sees it. Why none is lost: a task reports success only after its commit; the driver records the
-batch in the checkpoint's commit log only after every task succeeded, so an uncommitted task's
-batch runs again. The condition: the re-run must give each partition id the same rows, which holds
-when the plan is deterministic (the ``tidelog`` source plans a batch from its checkpointed offsets;
-hash shuffles are deterministic; ``rand()``, ``uuid()`` or wall-clock columns are not).
+The driver's EndTxn is retried after a lost answer or a coordinator move; with transactions V2 the
+coordinator recognises the retry of an EndTxn that already completed and answers success for the same
+outcome. A commit that fails (the transaction was aborted meanwhile: timed out, or fenced by a later
+attempt) fails the batch; Spark then calls ``abort()`` (best effort), and the query stops with the batch
+not in its commit log.
 
-In batch writes (no batch id) each task's output is atomic (a failed attempt leaves nothing visible
-to read_committed readers), but the job running again writes again.
+Why no batch is written twice: a re-run of batch N (the batch re-run from the offset log after a driver
+restart, with the same batch id and the same offsets) gets each task the same transactional id as
+before; a task whose transaction the driver committed sees it in the ledger (step 2) and writes
+nothing; one whose transaction was left open is aborted by step 1 and written again. Why none is lost:
+the driver records the batch in the checkpoint's commit log only after ``commit()`` returned, i.e. after
+every task's transaction committed, so a batch with any uncommitted task runs again. The condition: the
+re-run must give each partition id the same rows, which holds when the plan is deterministic (the
+``tidelog`` source plans a batch from its checkpointed offsets; hash shuffles are deterministic;
+``rand()``, ``uuid()`` or wall-clock columns are not).
+
+``kafka.transaction.timeout.ms`` (default 60 s, at most the brokers' ``transaction.max.timeout.ms``,
+15 min) must cover the WHOLE micro-batch: a task's transaction is open from its first row until the
+driver's ``commit()``, after the last task of the batch finished. A transaction open longer is aborted
+by the coordinator; the driver's commit then fails and the batch is run again (nothing is lost or
+written twice, but a batch that always takes longer never completes).
+
+Speculative execution must stay off (Spark's default): a speculative copy of a task fences the copy whose
+transaction the driver is about to commit, and the commit fails the batch.
+
+In batch writes (no batch id, no ledger) the driver commits every task's transaction once all tasks
+succeeded, so a failed job leaves nothing visible to read_committed readers (unless it fails during
+the driver's commit, between two tasks' EndTxn); the job running again writes again.
 """
 
 from __future__ import annotations
@@ -46,9 +73,10 @@ from pyspark.sql.types import StructType
 from pipelines.tidelog_source.options import OptionError
 from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
-from shared.client.transactions import ConsumerGroupMetadata
+from shared.client.transactions import ConsumerGroupMetadata, TransactionHandle, TxnCoordinatorClient
 from shared.errors import ErrorCode, error_for
 from shared.proto import coordinator_pb2 as cpb
+from shared.proto import transactions_pb2 as tpb
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -109,6 +137,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
 class WriteCommit(WriterCommitMessage):
     records: int
     skipped: bool = False  # exactly once: this task's part of the batch was committed by an earlier attempt
+    #: exactly once: the task's open transaction, for the driver's commit() / abort() to end
+    transaction: TransactionHandle | None = None
 
 
 def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -252,8 +282,9 @@ class BatchLedger:
 
 
 def write_exactly_once(opts: SinkOptions, task: TaskIdentity, batches: Iterator[pa.RecordBatch]) -> WriteCommit:
-    """One transaction for this task's rows of the batch, with the batch id committed in it (see the module
-    docstring for why a re-run writes nothing twice)."""
+    """Executor side: this task's rows of the batch in one transaction, with the batch id in the ledger in
+    the same transaction; flushed and left open, its handle returned for the driver's ``commit()`` (see
+    the module docstring for why a re-run writes nothing twice)."""
     assert opts.transactional_id_prefix
     producer = _producer(opts, task.transactional_id(opts.transactional_id_prefix))
     ledger = BatchLedger(opts.bootstrap_servers, opts.transactional_id_prefix) if task.batch_id is not None else None
@@ -273,7 +304,7 @@ def write_exactly_once(opts: SinkOptions, task: TaskIdentity, batches: Iterator[
             if ledger is not None and task.batch_id is not None:
                 producer.send_offsets_to_transaction({task.ledger_key(): task.batch_id + 1},
                                                      ConsumerGroupMetadata(opts.transactional_id_prefix))
-            producer.commit_transaction()  # flushes first; a failed send fails the commit
+            handle = producer.transaction_handle()  # flushes first; a failed send raises
             for f in futures:
                 f.get()
         except BaseException:
@@ -283,10 +314,51 @@ def write_exactly_once(opts: SinkOptions, task: TaskIdentity, batches: Iterator[
                 log.info("abort after a failed write: %s", exc)
             raise
     finally:
-        producer.close()
+        producer.close()  # the transaction stays open, for the driver
         if ledger is not None:
             ledger.close()
-    return WriteCommit(n)
+    return WriteCommit(n, transaction=handle)
+
+
+def end_transaction(cluster: ClusterClient, handle: TransactionHandle, commit: bool, timeout_s: float = 60.0) -> None:
+    """EndTxn(commit or abort) for a task's transaction, retried (a lost answer, a coordinator move) until
+    ``timeout_s``. A retry of an EndTxn that completed is answered success by the coordinator (V2: the
+    epoch it bumped tells it a retry); any other error is raised."""
+    client = TxnCoordinatorClient(cluster, handle.transactional_id)
+    try:
+        resp = client.call("EndTxn", tpb.EndTxnRequest(
+            transactional_id=handle.transactional_id, producer_id=handle.producer_id,
+            producer_epoch=handle.producer_epoch, committed=commit,
+            client_transaction_version=handle.transaction_version), time.monotonic() + timeout_s)
+    finally:
+        client.close()
+    if resp.error_code:
+        raise error_for(resp.error_code, f"{'commit' if commit else 'abort'} of the transaction of "
+                                         f"{handle.transactional_id!r} (producer {handle.producer_id}, epoch "
+                                         f"{handle.producer_epoch}): {resp.error_message}")
+
+
+def end_transactions(opts: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool) -> int:
+    """Driver side: end every task's transaction of ``messages``; the number ended. A commit raises on the
+    first failure (the batch fails and is run again; tasks already committed skip it then); an abort is
+    best effort (what it misses, the next attempt's ``init_transactions()`` or the timeout aborts)."""
+    handles = [m.transaction for m in messages if isinstance(m, WriteCommit) and m.transaction is not None]
+    if not handles:
+        return 0
+    ended = 0
+    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-sink-driver")
+    try:
+        for h in handles:
+            try:
+                end_transaction(cluster, h, commit)
+                ended += 1
+            except Exception as exc:
+                if commit:
+                    raise
+                log.info("abort of %s: %s", h.transactional_id, exc)
+    finally:
+        cluster.close()
+    return ended
 
 
 def write_batches(options: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> WriteCommit:
@@ -305,6 +377,12 @@ class TidelogWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
         return write_batches(self.options, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(parse_sink_options(self.options), messages, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(parse_sink_options(self.options), messages, commit=False)
 
 
 class TidelogStreamWriter(DataSourceStreamWriter):
@@ -327,7 +405,12 @@ class TidelogStreamWriter(DataSourceStreamWriter):
         return write_batches(self.options, batches())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # every task committed its own transaction (exactly once) or its sends (at least once)
+        """Every task succeeded: commit their transactions (exactly once; at least once sent everything)."""
+        n = end_transactions(parse_sink_options(self.options), messages, commit=True)
+        if n:
+            log.info("batch %d: committed %d task transactions", batchId, n)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # exactly once: a task that failed aborted its transaction, or its retry's init will
+        """A task failed: abort the transactions of those that succeeded (a failed one's is aborted by its
+        retry's init_transactions, or times out)."""
+        end_transactions(parse_sink_options(self.options), messages, commit=False)

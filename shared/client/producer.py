@@ -35,7 +35,12 @@ from shared.client.produce_connection import InFlight, ProduceConnection
 from shared.client.producer_batch import ProducerBatch, record_too_large
 from shared.client.retry_policy import RetryPolicy
 from shared.client.sender import Sender
-from shared.client.transactions import ConsumerGroupMetadata, IllegalTransactionStateError, TransactionManager
+from shared.client.transactions import (
+    ConsumerGroupMetadata,
+    IllegalTransactionStateError,
+    TransactionHandle,
+    TransactionManager,
+)
 from shared.records.builder import encode_headers
 from shared.records.compression import CompressionType
 from shared.records.header import HEADER_SIZE
@@ -305,6 +310,12 @@ class Producer:
     def abort_transaction(self) -> None:
         """Drop the records not yet sent, wait for those in flight, then abort."""
         self._transactions().abort_transaction(self._sender.abort_unsent, self.flush)
+
+    def transaction_handle(self) -> TransactionHandle:
+        """Flush, then the open transaction's (transactional id, producer id, epoch, transaction version),
+        for another process to end it with EndTxn instead of ``commit_transaction()`` (a two-phase commit:
+        the Spark sink's tasks hand theirs to the driver). ``TransactionAbortableError``: a batch failed."""
+        return self._transactions().handle(self.flush)
 
     @property
     def transaction_state(self) -> str | None:

@@ -253,6 +253,26 @@ class ConsumerGroupMetadata:
     group_instance_id: str | None = None
 
 
+@dataclass(frozen=True)
+class TransactionHandle:
+    """An open transaction, flushed, as another process needs it to end the transaction with EndTxn
+    (``Producer.transaction_handle()``): a Spark sink's tasks write and hand these to the driver, which
+    commits them all once every task succeeded. Picklable.
+
+    Ending it from elsewhere: EndTxn(``transactional_id``, ``producer_id``, ``producer_epoch``,
+    ``committed``, ``client_transaction_version=transaction_version``) to the transactional id's
+    coordinator. With transactions V2 the coordinator bumps the epoch as it ends the transaction, so the
+    same EndTxn sent again (its answer was lost) is recognised as a retry: success if the transaction
+    ended the same way, INVALID_TXN_STATE if it ended the other way (aborted on timeout, say); once a
+    later transaction of the id began (a new producer's ``init_transactions()`` aborts this one),
+    PRODUCER_FENCED (KIP-890: an old EndTxn never ends a later transaction)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    transaction_version: int
+
+
 # -- the transaction coordinator --------------------------------------------------------------------
 
 REDISCOVER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -520,6 +540,20 @@ class TransactionManager(IdempotenceState):
             raise RetriableTransactionError(f"commit_transaction: flush did not complete: {exc}", exc.code) from exc
         self._require(TxnState.COMMITTING_TRANSACTION, what="commit the transaction")  # a batch failed meanwhile
         self._end(committed=True)
+
+    def handle(self, flush: Callable[[float], None]) -> TransactionHandle:
+        """Flush (every batch of the transaction acknowledged), then the open transaction's handle, for
+        another process to end it (see ``TransactionHandle``). A batch that failed makes the transaction
+        abortable (raised here); a timeout leaves the state as it was."""
+        self._require(TxnState.IN_TRANSACTION, what="hand over the transaction")
+        try:
+            flush(self.max_block_s)
+        except TidelogError as exc:  # KafkaTimeoutError: still sending
+            raise RetriableTransactionError(f"transaction_handle: flush did not complete: {exc}", exc.code) from exc
+        self._require(TxnState.IN_TRANSACTION, what="hand over the transaction")  # a batch failed meanwhile
+        with self.lock:
+            return TransactionHandle(self.transactional_id, self.producer_id, self.producer_epoch,
+                                     self.transaction_version)
 
     def abort_transaction(self, abort_unsent: Callable[[BaseException], None], flush: Callable[[float], None]) -> None:
         """Fail the batches not yet sent, wait for those in flight, then EndTxn(abort)."""

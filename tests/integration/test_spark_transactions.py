@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
-from pipelines.tidelog_source.sink import TaskIdentity, parse_sink_options, write_exactly_once
+from pipelines.tidelog_source.sink import TaskIdentity, end_transactions, parse_sink_options, write_exactly_once
 from shared.client import Consumer, Producer, TopicPartition
+from shared.errors import TidelogError
 from tests.integration.test_spark import read, spark, unique  # noqa: F401  (the shared Spark session)
 
 
@@ -27,7 +28,8 @@ def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env, spar
             plain.send(topic, f"plain{i}".encode())
     aborted = Producer(bootstrap, transactional_id=unique("rc-a"))
     committed = Producer(bootstrap, transactional_id=unique("rc-c"))
-    pending = Producer(bootstrap, transactional_id=unique("rc-o"))
+    # open through the whole test: a loaded machine must not let the coordinator time it out (60 s by default)
+    pending = Producer(bootstrap, transactional_id=unique("rc-o"), transaction_timeout_ms=600_000)
     try:
         for p in (aborted, committed, pending):
             p.init_transactions()
@@ -78,25 +80,27 @@ def _committed_values(bootstrap: str, topic: str, n_partitions: int) -> list[str
     return sorted(out)
 
 
-def test_sink_task_fenced_zombie_and_rerun_of_a_committed_batch(env) -> None:
-    """One task of one micro-batch, on the executor's code path without Spark: an attempt killed mid-write
-    (its transaction left open, the producer still alive: a zombie), the retry, then the batch re-run."""
+def test_sink_task_two_phase_commit_zombie_driver_retry_and_reruns(env) -> None:
+    """One task of a micro-batch on the executor's and the driver's code paths, without Spark: an attempt
+    killed mid-write (its transaction left open, the producer still alive: a zombie), the retry, the
+    driver's commit and its retry after a lost answer, the batch re-run; then a batch whose driver died
+    between the task's write and its commit()."""
     _, bootstrap, admin = env
     topic, prefix = unique("eos-task"), unique("eos")
     admin.create_topic(topic, partitions=1)
     opts = parse_sink_options({"bootstrap.servers": bootstrap, "topic": topic, "transactional.id.prefix": prefix})
     task = TaskIdentity(partition=0, batch_id=7, query_id=str(uuid.uuid4()))
-    rows = [f"r{i}" for i in range(100)]
+    rows, rows8 = [f"r{i}" for i in range(100)], [f"s{i}" for i in range(100)]
     with pytest.raises(ValueError, match="transactional.id is not supported"):
         parse_sink_options({"bootstrap.servers": bootstrap, "kafka.transactional.id": "x"})
     with pytest.raises(ValueError, match="kafka.transaction.timeout.ms must be a positive integer"):
         parse_sink_options({"bootstrap.servers": bootstrap, "transactional.id.prefix": "p",
                             "kafka.transaction.timeout.ms": "soon"})
 
-    def batches():
+    def batches(values):
         import pyarrow as pa
 
-        yield pa.RecordBatch.from_pydict({"value": rows})
+        yield pa.RecordBatch.from_pydict({"value": values})
 
     zombie = Producer(bootstrap, transactional_id=task.transactional_id(prefix))
     try:
@@ -105,16 +109,32 @@ def test_sink_task_fenced_zombie_and_rerun_of_a_committed_batch(env) -> None:
         for v in rows[:50]:
             zombie.send(topic, v.encode())
         zombie.flush()  # half the rows written, then the attempt "dies"
-        assert write_exactly_once(opts, task, batches()).records == 100  # the retry fences it
+        first = write_exactly_once(opts, task, batches(rows))  # the retry fences it
+        assert first.records == 100 and first.transaction is not None
         with pytest.raises(Exception):  # noqa: B017  (fenced: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH)
             zombie.commit_transaction()
     finally:
         zombie.close()
-    again = write_exactly_once(opts, task, batches())  # batch 7 re-run (driver restart)
-    assert again.skipped and again.records == 0
+    assert _committed_values(bootstrap, topic, 1) == []  # the task does not commit: the driver does
+    assert end_transactions(opts, [first, None], commit=True) == 1
+    assert end_transactions(opts, [first], commit=True) == 1  # sent again (the answer was lost): a retry, success
+    assert end_transactions(opts, [first], commit=False) == 0  # a late abort is refused (best effort: no raise)
     assert _committed_values(bootstrap, topic, 1) == sorted(rows)
-    nxt = write_exactly_once(opts, TaskIdentity(0, 8, task.query_id), batches())  # the next batch writes
-    assert nxt.records == 100 and not nxt.skipped
+    again = write_exactly_once(opts, task, batches(rows))  # batch 7 re-run (driver restart after its commit)
+    assert again.skipped and again.records == 0 and again.transaction is None
+    with pytest.raises(TidelogError):  # the id moved on: an old EndTxn never ends a later transaction
+        end_transactions(opts, [first], commit=True)
+
+    task8 = TaskIdentity(0, 8, task.query_id)
+    lost = write_exactly_once(opts, task8, batches(rows8))  # written; the driver dies before commit()
+    assert lost.records == 100 and not lost.skipped
+    redo = write_exactly_once(opts, task8, batches(rows8))  # the re-run aborts it and writes the batch again
+    assert redo.records == 100 and not redo.skipped
+    with pytest.raises(TidelogError):  # the dead driver's handle: fenced
+        end_transactions(opts, [lost], commit=True)
+    assert end_transactions(opts, [redo], commit=True) == 1
+    assert _committed_values(bootstrap, topic, 1) == sorted(rows + rows8)
+    assert write_exactly_once(opts, task8, batches(rows8)).skipped
 
 
 def _copy_stream(spark, bootstrap: str, source: str, sink: str, ck: str, prefix: str, flag: str):  # noqa: F811
@@ -122,9 +142,9 @@ def _copy_stream(spark, bootstrap: str, source: str, sink: str, ck: str, prefix:
 
     @udf("binary")
     def fail_once(value, partition, offset):  # no type hints: they would make it an Arrow UDF
-        # a task failing mid-batch: whatever its transaction holds by then is aborted (how much it sent
-        # depends on how far the writer got behind the UDF's worker; test_sink_task_fenced_zombie... covers
-        # a half-written, never-aborted attempt deterministically)
+        # a task failing mid-batch: whatever its transaction holds by then is never committed (how much it
+        # sent depends on how far the writer got behind the UDF's worker; test_sink_task_two_phase_commit...
+        # covers a half-written attempt deterministically, test_spark_sink_retry.py Spark's own retry)
         if partition == 0 and offset == 1200 and os.path.exists(flag):
             os.remove(flag)
             raise RuntimeError("injected task failure")
@@ -151,18 +171,50 @@ def test_streaming_sink_exactly_once_across_task_failure_and_batch_reruns(env, s
     expected = sorted([f"a{i}" for i in range(1500)] + [f"b{i}" for i in range(300)])
     ck, flag = str(tmp_path / "ck"), str(tmp_path / "fail")
     open(flag, "w").close()
-    # run 1: partition 0's task fails (local mode does not retry it), so the query stops in batch 0
+    # run 1: partition 0's task fails (local mode does not retry it), so the query stops in batch 0; the
+    # driver's abort() aborts partition 1's transaction, and nothing of batch 0 is visible
     q = _copy_stream(spark, bootstrap, source, sink, ck, prefix, flag)
     with pytest.raises(Exception, match="injected task failure"):
         q.awaitTermination(120)
-    # run 2: batch 0 again, same id and offsets (a driver restart); a task that committed in run 1 writes nothing
+    assert _committed_values(bootstrap, sink, 2) == []
+    # run 2: batch 0 again, same id and offsets (a driver restart)
     q = _copy_stream(spark, bootstrap, source, sink, ck, prefix, flag)
     q.awaitTermination(120)
     assert q.exception() is None
     assert _committed_values(bootstrap, sink, 2) == expected  # checked with the client's read_committed consumer
-    # the driver dies after the tasks committed batch 0 but before the commit log records it: run again
+    # the driver dies after its commit() of batch 0 but before the commit log records it: run again (every
+    # task finds batch 0 in the ledger and writes nothing)
     shutil.rmtree(os.path.join(ck, "commits"))
     q = _copy_stream(spark, bootstrap, source, sink, ck, prefix, flag)
     q.awaitTermination(120)
     assert q.exception() is None
     assert _committed_values(bootstrap, sink, 2) == expected
+
+
+def test_batch_write_exactly_once_commits_from_the_driver(env, spark, tmp_path) -> None:  # noqa: F811
+    """``df.write`` with ``transactional.id.prefix``: the tasks' transactions are committed by the driver once
+    every task succeeded; a job with a failed task leaves nothing visible to read_committed readers."""
+    from pyspark.sql.functions import col, udf
+
+    _, bootstrap, admin = env
+    topic, prefix = unique("eos-batch"), unique("eos-b")
+    admin.create_topic(topic, partitions=2)
+    df = spark.createDataFrame([(f"w{i}",) for i in range(400)], "value string").repartition(2)
+    flag = str(tmp_path / "fail")
+    open(flag, "w").close()
+
+    @udf("string")
+    def fail_once(value):
+        if value == "w7" and os.path.exists(flag):
+            os.remove(flag)
+            raise RuntimeError("injected task failure")
+        return value
+
+    failing = df.select(fail_once(col("value")).alias("value"))
+    with pytest.raises(Exception, match="injected task failure"):  # local mode: no task retry, the job fails
+        failing.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
+            .option("transactional.id.prefix", prefix).mode("append").save()
+    assert _committed_values(bootstrap, topic, 2) == []  # the other task's transaction was aborted
+    df.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
+        .option("transactional.id.prefix", prefix).mode("append").save()
+    assert _committed_values(bootstrap, topic, 2) == sorted(f"w{i}" for i in range(400))
