@@ -29,13 +29,13 @@ from pipelines.tidelog_source.offsets import OffsetResolver, Offsets, from_tps, 
 from pipelines.tidelog_source.options import SourceOptions, parse_options
 from pipelines.tidelog_source.sink import TidelogStreamWriter, TidelogWriter
 from shared.client.cluster import ClusterClient
-from shared.client.range_reader import read_range
+from shared.client.range_reader import read_range_responses
 from shared.errors import CorruptRecordError, OffsetOutOfRangeError, UnreadableBatchError
-from shared.records.arrow import Piece, arrow_schema, record_batch, take
+from shared.records.arrow import Piece, arrow_schema, record_batch, take_piece
 from shared.records.arrow import binary_column as binary_column  # re-exported: it lived here
-from shared.records.columns import decode_columns
+from shared.records.columns import decode_columns, decode_columns_many
 from shared.records.decoder import records_section
-from shared.records.header import HEADER_SIZE
+from shared.records.header import HEADER_SIZE, BatchHeader
 from shared.runtime import tune_allocator
 from shared.types import TopicPartition
 
@@ -54,49 +54,61 @@ class RangePartition(InputPartition):
 def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.RecordBatch]:
     """Executor side: the records of ``[start, end)`` of one topic-partition as Arrow batches.
 
-    Records are decoded into positions (``decode_columns``) and the key and value
-    columns are cut from the fetched buffer in one copy each (``shared.records.arrow``),
-    so no Python object is made per record. One Arrow batch per fetched buffer.
+    Records are decoded into positions and the key and value columns are cut from the fetched
+    buffer in one copy each (``shared.records.arrow``), so no Python object is made per record.
+    One Arrow batch per fetched response, handed to Spark as soon as it is decoded: the response's
+    uncompressed batches are decoded together (``decode_columns_many``), the others one by one.
     """
     tune_allocator()
     schema = arrow_schema(opts.include_headers)
     cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader")
     tp = TopicPartition(part.topic, part.partition)
     start, end = part.start, part.end
-    pieces: list[Piece] = []
-    current: bytes | None = None
-
     try:
-        for data, pos, header in read_range(cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch,
-                                            fail_on_data_loss=opts.fail_on_data_loss,
-                                            isolation_level=1 if opts.isolation_level == "read_committed" else 0):
-            if header.is_control:
-                continue
-            try:
-                if header.compression:
-                    buf = records_section(data, header, pos)
-                    c = decode_columns(header, buf, with_headers=opts.include_headers, empty_headers_as_none=True)
-                else:
-                    buf = data
-                    c = decode_columns(header, data, with_headers=opts.include_headers, empty_headers_as_none=True,
-                                       start=pos + HEADER_SIZE, end=pos + header.size)
-            except CorruptRecordError as exc:
-                raise UnreadableBatchError(tp.topic, tp.partition, max(header.base_offset, start),
-                                           exc.args[0]) from None
-            if header.base_offset < start or header.last_offset >= end:
-                c = take(c, (c.positions.offsets >= start) & (c.positions.offsets < end))
-            if not len(c):
-                continue
-            # One Arrow batch per fetched buffer: its decompressed batches go with it.
-            if pieces and data is not current:
+        for data, batches in read_range_responses(
+                cluster, tp, start, end, max_bytes=opts.max_bytes_per_fetch, fail_on_data_loss=opts.fail_on_data_loss,
+                isolation_level=1 if opts.isolation_level == "read_committed" else 0):
+            pieces = _decode(data, [b for b in batches if not b[1].is_control], tp, start, opts.include_headers)
+            pieces = [_within(p, start, end) for p in pieces]
+            pieces = [p for p in pieces if len(p[1])]
+            if pieces:
                 yield record_batch(pieces, part.topic, part.partition, schema)
-                pieces = []
-            current = data
-            pieces.append((buf, c, header.timestamp_type))
-        if pieces:
-            yield record_batch(pieces, part.topic, part.partition, schema)
     finally:
         cluster.close()
+
+
+def _decode(data: bytes, batches: list[tuple[int, BatchHeader]], tp: TopicPartition, start: int,
+            include_headers: bool) -> list[Piece]:
+    """The records of one response's batches: runs of plain uncompressed batches at once, else one by one."""
+    if not batches:
+        return []
+    if not any(h.compression for _, h in batches):
+        found = decode_columns_many(data, batches)
+        if found is not None:
+            return [(data, found[0], found[1])]
+    pieces: list[Piece] = []
+    for pos, header in batches:
+        try:
+            if header.compression:
+                buf = records_section(data, header, pos)
+                c = decode_columns(header, buf, with_headers=include_headers, empty_headers_as_none=True)
+            else:
+                buf = data
+                c = decode_columns(header, data, with_headers=include_headers, empty_headers_as_none=True,
+                                   start=pos + HEADER_SIZE, end=pos + header.size)
+        except CorruptRecordError as exc:
+            raise UnreadableBatchError(tp.topic, tp.partition, max(header.base_offset, start),
+                                       exc.args[0]) from None
+        pieces.append((buf, c, header.timestamp_type))
+    return pieces
+
+
+def _within(piece: Piece, start: int, end: int) -> Piece:
+    """The piece's records in ``[start, end)`` (a fetch's first and last batches can reach past them)."""
+    offsets = piece[1].positions.offsets
+    if len(offsets) and (offsets[0] < start or offsets[-1] >= end):
+        return take_piece(piece, (offsets >= start) & (offsets < end))
+    return piece
 
 
 class TidelogDataSource(DataSource):

@@ -41,6 +41,11 @@ def _request(tp: TopicPartition, offset: int, max_bytes: int, incremental: bool,
                          partition_max_bytes=max_bytes, incremental=incremental, isolation_level=isolation_level)
 
 
+#: The first fetch of a range asks for at most this much: its answer gives the record size that decides
+#: how many of the full-size fetches behind it are worth sending, and a small one arrives soon.
+FIRST_FETCH_MAX_BYTES = 1024 * 1024
+
+
 def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int, *,
                max_bytes: int = 4 * 1024 * 1024, timeout_s: float = 60.0, depth: int = 3,
                fail_on_data_loss: bool = True, isolation_level: int = 0) -> Iterator[tuple[bytes, int, BatchHeader]]:
@@ -48,6 +53,23 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
 
     Up to ``depth`` fetches are in flight, but no more than the bytes left to the end offset
     (estimated from the record sizes seen so far) need.
+    """
+    for data, batches in read_range_responses(cluster, tp, start, end, max_bytes=max_bytes, timeout_s=timeout_s,
+                                              depth=depth, fail_on_data_loss=fail_on_data_loss,
+                                              isolation_level=isolation_level):
+        for pos, header in batches:
+            yield data, pos, header
+
+
+def read_range_responses(cluster: ClusterClient, tp: TopicPartition, start: int, end: int, *,
+                         max_bytes: int = 4 * 1024 * 1024, timeout_s: float = 60.0, depth: int = 3,
+                         fail_on_data_loss: bool = True, isolation_level: int = 0,
+                         ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
+    """``read_range`` a response at a time: ``(buffer, [(position, header), ...])``, the batches of one
+    fetched response that hold offsets in ``[start, end)`` (so a caller can decode them together).
+
+    A batch that cannot be read raises ``UnreadableBatchError`` after the response's batches before
+    it were yielded (as a response of their own).
     """
     offset = start
     deadline = time.monotonic() + timeout_s
@@ -59,7 +81,8 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
                 if stream is None:
                     leader = cluster.leader_for(tp)
                     stream = PipelinedFetchStream(cluster.broker_stub(leader), leader)
-                    stream.send(_request(tp, offset, max_bytes, False, isolation_level), None)
+                    first = max_bytes if bytes_per_offset else min(max_bytes, FIRST_FETCH_MAX_BYTES)
+                    stream.send(_request(tp, offset, first, False, isolation_level), None)
                 elif stream.in_flight == 0:
                     stream.send(_request(tp, offset, max_bytes, True, isolation_level), None)
                 while (stream.in_flight < depth and bytes_per_offset
@@ -108,18 +131,23 @@ def read_range(cluster: ClusterClient, tp: TopicPartition, start: int, end: int,
             deadline = time.monotonic() + timeout_s
             bytes_per_offset = max(bytes_per_offset, (stop - begin) / max(p.next_offset - offset, 1))
             keep = AbortedFilter(p.aborted_transactions) if isolation_level else None
+            out: list[tuple[int, BatchHeader]] = []
             try:
                 for pos, header in iter_batches(data, start=begin, end=stop):
                     if keep is not None and not keep.keep(
                             header, marker_type(data, pos, header) if header.is_control else None):
                         pass  # read_committed: an aborted transaction's batch, or a marker
                     elif header.last_offset >= offset and header.base_offset < end:
-                        yield data, pos, header
+                        out.append((pos, header))
                     offset = max(offset, header.next_offset)
                     if offset >= end:
-                        return
-            except CorruptRecordError as exc:  # the batches before it were handed out
+                        break
+            except CorruptRecordError as exc:  # the batches before it are handed out first
+                if out:
+                    yield data, out
                 raise UnreadableBatchError(tp.topic, tp.partition, offset, exc.args[0]) from None
+            if out:
+                yield data, out
     finally:
         if stream is not None:
             stream.close()

@@ -167,8 +167,7 @@ def take(c: Columns, keep: np.ndarray) -> Columns:
 def _headers_column(pieces: Sequence[Piece], n: int) -> pa.Array:
     """``headers`` as list<struct<key, value>>; records without headers (most) cost no Python step."""
     if all(c.headers is None or not any(c.headers) for _, c, _ in pieces):
-        offsets = pa.array(np.zeros(n + 1, np.int32))
-        return pa.ListArray.from_arrays(offsets, pa.array([], HEADER_TYPE.value_type), type=HEADER_TYPE)
+        return _no_headers(n)
     per_record = [h for _, c, _ in pieces for h in (c.headers if c.headers is not None else [()] * len(c))]
     counts = np.fromiter(map(len, per_record), np.int32, len(per_record))
     offsets = np.zeros(n + 1, np.int32)
@@ -176,7 +175,30 @@ def _headers_column(pieces: Sequence[Piece], n: int) -> pa.Array:
     flat = [kv for hs in per_record for kv in hs]
     values = pa.StructArray.from_arrays([pa.array([k for k, _ in flat], pa.string()),
                                          pa.array([v for _, v in flat], pa.binary())], names=["key", "value"])
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=HEADER_TYPE)
+    return pa.ListArray.from_arrays(numeric(offsets), values, type=HEADER_TYPE)
+
+
+def _no_headers(n: int) -> pa.Array:
+    """``n`` empty header lists (one zeroed offsets buffer, no values)."""
+    return pa.Array.from_buffers(HEADER_TYPE, n, [None, pa.py_buffer(np.zeros(n + 1, np.int32))],
+                                 children=[pa.nulls(0, HEADER_TYPE.value_type)])
+
+
+_NUMERIC = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64()}
+
+
+def numeric(a: np.ndarray) -> pa.Array:
+    """An int32/int64 numpy array as an Arrow array over the same memory. Unlike ``pa.array`` this never
+    imports pandas (pyarrow's ``pa.array`` and ``pa.scalar`` do, the first time: about half a second)."""
+    a = np.ascontiguousarray(a)
+    return pa.Array.from_buffers(_NUMERIC[a.dtype], len(a), [None, pa.py_buffer(a)])
+
+
+def repeated_string(text: str, n: int) -> pa.Array:
+    """``text`` ``n`` times as an Arrow string array."""
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
 def _cat(arrays: list[np.ndarray]) -> np.ndarray:
@@ -215,11 +237,11 @@ def record_batch(pieces: Sequence[Piece], topic: str, partition: int, schema: pa
     arrays = [
         binary_column_of(bufs, kspans, _nulls(ps, "key_null")),
         binary_column_of(bufs, vspans, _nulls(ps, "value_null")),
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, partition, np.int32)),
-        pa.array(offsets),
+        repeated_string(topic, n),
+        numeric(np.full(n, partition, np.int32)),
+        numeric(offsets.astype(np.int64, copy=False)),
         pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(stamps)]),
-        pa.array(ts_types),
+        numeric(ts_types),
     ]
     if schema.get_field_index("headers") >= 0:
         arrays.append(_headers_column(pieces, n))
