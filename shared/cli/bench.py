@@ -23,6 +23,35 @@ def _progress(flag: bool | None) -> bool:
     return sys.stderr.isatty() if flag is None else flag
 
 
+def progress_bar(records: int, progress: bool | None) -> Any:
+    """The benches' records progress bar on stderr (see ``_progress``)."""
+    return tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
+                file=click.get_text_stream("stderr"))
+
+
+def latency_sampler(start: float, into: list[float]) -> Any:
+    """A delivery callback appending the milliseconds since ``start`` to ``into``."""
+    def done(_md: Any) -> None:
+        into.append((time.perf_counter() - start) * 1000)
+    return done
+
+
+def bench_consumer(servers: str, topic: str, client_id: str, fetch_max_bytes: int, max_partition_fetch_bytes: int,
+                   max_poll_records: int, fetch_depth: int, group: str | None) -> Consumer:
+    """The consume benches' consumer: subscribed as a member of ``group``, else assigned every partition
+    of ``topic`` from the beginning."""
+    consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
+                        max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
+                        fetch_depth=fetch_depth, group_id=group)
+    if group is not None:
+        consumer.subscribe([topic])
+    else:
+        parts = consumer.cluster.partitions_for(topic, 10)
+        consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
+        consumer.seek_to_beginning()
+    return consumer
+
+
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
     if not samples_ms:
         return {k: 0.0 for k in ("avg", "p50", "p95", "p99", "p999", "max")}
@@ -155,13 +184,7 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
     steady: list[float] = []  # latencies of the records after the warm-up
     errors: list[BaseException] = []
 
-    def sampler(start: float, into: list[float]) -> Any:
-        def done(_md: Any) -> None:
-            into.append((time.perf_counter() - start) * 1000)
-        return done
-
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
-               file=click.get_text_stream("stderr"))
+    bar = progress_bar(records, progress)
     send = producer.send
     t0 = time.perf_counter()
     t_steady = t0
@@ -177,7 +200,7 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
             if i % latency_sample == 0:
                 t = time.perf_counter()
                 into = steady if warmup_records and i >= warmup_records else latencies
-                send(topic, values[i & 255], key=key).add_callback(sampler(t, into)).add_errback(errors.append)
+                send(topic, values[i & 255], key=key).add_callback(latency_sampler(t, into)).add_errback(errors.append)
             else:
                 send(topic, values[i & 255], key=key)
             if i % 20_000 == 0:
@@ -259,17 +282,9 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
 def _grpc_consume(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool,
                   progress: bool | None, client_id: str, show_metrics: bool, cpu: bench_kafka.BrokerCpu) -> None:
-    consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
-                        max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
-                        fetch_depth=fetch_depth, group_id=group)
-    if group is not None:
-        consumer.subscribe([topic])
-    else:
-        parts = consumer.cluster.partitions_for(topic, 10)
-        consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
-        consumer.seek_to_beginning()
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
-               file=click.get_text_stream("stderr"))
+    consumer = bench_consumer(servers, topic, client_id, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
+                              fetch_depth, group)
+    bar = progress_bar(records, progress)
     n = 0
     nbytes = 0
     poll_ms: list[float] = []

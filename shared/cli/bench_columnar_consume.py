@@ -12,9 +12,6 @@ from typing import Any
 
 import click
 import pyarrow.compute as pc
-from tqdm import tqdm
-
-from shared.client import Consumer, TopicPartition
 
 
 def _bytes(table: Any) -> int:
@@ -33,19 +30,17 @@ def run(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partit
 
     ``cpu`` is the ``bench_kafka.BrokerCpu`` the caller started (stopped here when the last record is read).
     """
-    from shared.cli.bench import _progress, _report, _with_cpu, percentiles  # here: bench.py imports this module
+    from shared.cli.bench import (  # here: bench.py imports this module
+        _report,
+        _with_cpu,
+        bench_consumer,
+        percentiles,
+        progress_bar,
+    )
 
-    consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
-                        max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
-                        fetch_depth=fetch_depth, group_id=group)
-    if group is not None:
-        consumer.subscribe([topic])
-    else:
-        parts = consumer.cluster.partitions_for(topic, 10)
-        consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
-        consumer.seek_to_beginning()
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
-               file=click.get_text_stream("stderr"))
+    consumer = bench_consumer(servers, topic, client_id, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
+                              fetch_depth, group)
+    bar = progress_bar(records, progress)
     n = 0
     nbytes = 0
     poll_ms: list[float] = []

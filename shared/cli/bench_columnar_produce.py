@@ -15,10 +15,9 @@ from typing import Any
 import click
 import numpy as np
 import pyarrow as pa
-from tqdm import tqdm
 
 from shared.cli import bench_kafka
-from shared.cli.bench import _progress, _report, _with_cpu, percentiles
+from shared.cli.bench import _report, _with_cpu, latency_sampler, percentiles, progress_bar
 from shared.client import Producer
 from shared.client import send_batch as _send_batch  # noqa: F401  imported before the clock starts, not in it
 
@@ -48,13 +47,7 @@ def run(servers: str, topic: str, records: int, record_size: int, key_size: int,
     steady: list[float] = []
     errors: list[BaseException] = []
 
-    def sampler(start: float, into: list[float]) -> Any:
-        def done(_md: Any) -> None:
-            into.append((time.perf_counter() - start) * 1000)
-        return done
-
-    bar = tqdm(total=records, unit="rec", unit_scale=True, disable=not _progress(progress), mininterval=0.5,
-               file=click.get_text_stream("stderr"))
+    bar = progress_bar(records, progress)
     batches = 0
     sent = 0
     t0 = time.perf_counter()
@@ -75,7 +68,7 @@ def run(servers: str, topic: str, records: int, record_size: int, key_size: int,
             into = steady if warmup_records and sent >= warmup_records else latencies
             for f in producer.send_batch(topic, v, keys=k):
                 if batches % latency_sample == 0:
-                    f.add_callback(sampler(t, into)).add_errback(errors.append)
+                    f.add_callback(latency_sampler(t, into)).add_errback(errors.append)
                 batches += 1
             sent += m
             bar.update(m)
