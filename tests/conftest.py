@@ -100,12 +100,17 @@ def make_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
     yield make
     for c in clusters:
-        for p in c.lc.procs:  # resume anything a test left paused, so SIGTERM works
-            try:
-                os.kill(p.pid, 18)  # SIGCONT
-            except ProcessLookupError:
-                pass
-        c.lc.stop()
+        stop_cluster(c)
+
+
+def stop_cluster(c: Cluster) -> None:
+    """Stop a test's cluster, resuming first anything the test left paused (so SIGTERM works)."""
+    for p in c.lc.procs:
+        try:
+            os.kill(p.pid, 18)  # SIGCONT
+        except ProcessLookupError:
+            pass
+    c.lc.stop()
 
 
 @pytest.fixture(scope="session")

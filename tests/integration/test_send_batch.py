@@ -4,8 +4,6 @@ send_batch committed (seen by read_committed) and aborted (not seen)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 
@@ -13,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from shared.client import Admin, Consumer, Producer, TopicPartition, partition_for_key
-from tests.conftest import start_cluster
+from tests.conftest import start_cluster, stop_cluster
 
 TOPIC = "sb-plain"
 TXN_TOPIC = "sb-txn"
@@ -31,12 +29,7 @@ def sbenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         admin.close()
-        for p in c.lc.procs:
-            try:
-                os.kill(p.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        c.lc.stop()
+        stop_cluster(c)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expect: int, isolation: str = "read_uncommitted",

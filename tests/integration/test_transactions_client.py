@@ -5,8 +5,6 @@ with its output; a second producer with the same transactional id fences the fir
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +19,7 @@ from shared.client import (
     Producer,
     TopicPartition,
 )
-from tests.conftest import start_cluster, wait_for
+from tests.conftest import start_cluster, stop_cluster, wait_for
 
 OUT = "txc-out"
 
@@ -37,12 +35,7 @@ def txenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Admin
         yield bootstrap, admin
     finally:
         admin.close()
-        for p in c.lc.procs:
-            try:
-                os.kill(p.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        c.lc.stop()
+        stop_cluster(c)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",
