@@ -21,17 +21,20 @@ from tests.unit.test_low_watermark import delete_records
 
 TP = TopicPartition("t", 0)
 TS = 1_700_000_000_000
+FOLLOWER_INCARNATION = "1700000000000-0badcafe"  # broker 2's registration: its fetches carry its epoch (KIP-380)
 
 
 def view() -> ClusterView:
-    return ClusterView(brokers={1: {"id": 1, "address": "127.0.0.1:1"}, 2: {"id": 2, "address": "127.0.0.1:2"}},
+    return ClusterView(brokers={1: {"id": 1, "address": "127.0.0.1:1"},
+                                2: {"id": 2, "address": "127.0.0.1:2", "incarnation": FOLLOWER_INCARNATION}},
                        topics={"t": TopicRecord("t", "id", {0: [1, 2]})},
                        partitions={TP: PartitionState(1, 0, [1, 2], 0)})
 
 
 async def pair(path: Any) -> tuple[ReplicaManager, ReplicaManager, ReplicaFetcher]:
     """Broker 1 leads t-0, broker 2 follows it; the follower's divergence check is taken as done."""
-    leader, follower = ReplicaManager(1, str(path / "b1")), ReplicaManager(2, str(path / "b2"))
+    leader = ReplicaManager(1, str(path / "b1"))
+    follower = ReplicaManager(2, str(path / "b2"), incarnation=FOLLOWER_INCARNATION)
     await leader.apply_metadata(view())
     await follower.apply_metadata(view())
     fetcher = follower.fetchers[1]

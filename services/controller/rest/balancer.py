@@ -39,7 +39,7 @@ async def describe_balancer(request: Request, c: Api, ctx: Ctx) -> Any:
 
 
 @router.post("/pause", response_model=BalancerPaused, summary="Pause the balancer: no new move starts",
-             responses=error_responses(503))
+             responses=error_responses(400, 503))
 async def pause_balancer(request: Request, c: Api, ctx: Ctx) -> Any:
     if (fwd := await _forward(c, request)) is not None:
         return fwd
@@ -47,7 +47,7 @@ async def pause_balancer(request: Request, c: Api, ctx: Ctx) -> Any:
 
 
 @router.post("/resume", response_model=BalancerPaused, summary="Resume the balancer",
-             responses=error_responses(503))
+             responses=error_responses(400, 503))
 async def resume_balancer(request: Request, c: Api, ctx: Ctx) -> Any:
     if (fwd := await _forward(c, request)) is not None:
         return fwd
