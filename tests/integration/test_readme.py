@@ -12,7 +12,7 @@ import sys
 from tests.conftest import REPO
 
 
-def _python_snippet(marker: str = "brokers_from_data_dir()") -> str:
+def _python_snippet(marker: str = "p.send(") -> str:
     with open(os.path.join(REPO, "README.md")) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
     [snippet] = [b for b in blocks if marker in b and "Producer(" in b]
@@ -34,6 +34,20 @@ def test_the_readme_python_snippet_runs_twice_and_prints_what_it_sent(cluster) -
         assert read_back and "('trace', b'42')" in read_back[0], r.stdout
         offsets.append(offset)
     assert offsets[1] == offsets[0] + 1  # the same key, the same partition, the next offset
+
+
+def test_the_readme_columnar_snippet_writes_and_reads_a_table(cluster) -> None:
+    """The "Columns: Arrow in, Arrow out" snippet: a pandas table written with send_batch, read back with
+    poll_arrow."""
+    snippet = _python_snippet("p.send_batch(")
+    env = {**os.environ, "TIDELOG_DATA_DIR": cluster.info["data_dir"]}
+    r = subprocess.run([sys.executable, "-c", snippet + "\nprint('rows', table.num_rows, table.schema.names)\n"],
+                       capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "100000" in r.stdout.splitlines()[0], r.stdout
+    rows = re.search(r"rows (\d+) (\[.*\])", r.stdout)
+    assert rows and int(rows.group(1)) > 0, r.stdout
+    assert rows.group(2).startswith("['key', 'value', 'topic', 'partition', 'offset', 'timestamp'"), r.stdout
 
 
 def test_the_readme_kafka_client_snippet_runs_against_the_kafka_listener(cluster) -> None:
