@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Generic, NamedTuple, Self, TypeVar
 
 from shared.errors import KafkaTimeoutError
 from shared.types import TopicPartition
@@ -54,28 +54,23 @@ class ProduceRequestResult:
             self._callbacks.append(cb)
 
 
-class FutureRecordMetadata:
-    """The future ``Producer.send`` returns; ``get()`` gives ``RecordMetadata`` or raises."""
+T = TypeVar("T")
 
-    __slots__ = ("_result", "_relative", "_timestamp")
 
-    def __init__(self, result: ProduceRequestResult, relative_offset: int, timestamp: int) -> None:
-        self._result = result
-        self._relative = relative_offset
-        self._timestamp = timestamp
+class ResultFuture(Generic[T]):
+    """What the producer's futures share: one batch's ``ProduceRequestResult`` and a ``_value()`` that
+    reads this future's answer from it (raising the batch's error)."""
+
+    __slots__ = ("_result",)
+    _result: ProduceRequestResult
+
+    def _value(self) -> T:
+        raise NotImplementedError
 
     def done(self) -> bool:
         return self._result.done()
 
-    def _value(self) -> RecordMetadata:
-        r = self._result
-        if r.error is not None:
-            raise r.error
-        offset = r.base_offset + self._relative if r.base_offset >= 0 else -1
-        ts = r.log_append_time if r.log_append_time >= 0 else self._timestamp
-        return RecordMetadata(r.tp.topic, r.tp.partition, offset, ts)
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
+    def get(self, timeout: float | None = None) -> T:
         if not self._result.wait(timeout):
             raise KafkaTimeoutError(f"no acknowledgement within {timeout}s")
         return self._value()
@@ -86,18 +81,37 @@ class FutureRecordMetadata:
         self._result.wait(timeout)
         return self._result.error
 
-    def add_callback(self, fn: Callable[[RecordMetadata], None]) -> FutureRecordMetadata:
-        def cb(_: ProduceRequestResult) -> None:
-            if self._result.error is None:
+    def add_callback(self, fn: Callable[[T], None]) -> Self:
+        def cb(r: ProduceRequestResult) -> None:
+            if r.error is None:
                 fn(self._value())
 
         self._result.add_callback(cb)
         return self
 
-    def add_errback(self, fn: Callable[[BaseException], None]) -> FutureRecordMetadata:
+    def add_errback(self, fn: Callable[[BaseException], None]) -> Self:
         def cb(r: ProduceRequestResult) -> None:
             if r.error is not None:
                 fn(r.error)
 
         self._result.add_callback(cb)
         return self
+
+
+class FutureRecordMetadata(ResultFuture[RecordMetadata]):
+    """The future ``Producer.send`` returns; ``get()`` gives ``RecordMetadata`` or raises."""
+
+    __slots__ = ("_relative", "_timestamp")
+
+    def __init__(self, result: ProduceRequestResult, relative_offset: int, timestamp: int) -> None:
+        self._result = result
+        self._relative = relative_offset
+        self._timestamp = timestamp
+
+    def _value(self) -> RecordMetadata:
+        r = self._result
+        if r.error is not None:
+            raise r.error
+        offset = r.base_offset + self._relative if r.base_offset >= 0 else -1
+        ts = r.log_append_time if r.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(r.tp.topic, r.tp.partition, offset, ts)

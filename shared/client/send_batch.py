@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from shared.client.futures import KafkaTimeoutError, ProduceRequestResult, RecordMetadata
+from shared.client.futures import ProduceRequestResult, RecordMetadata, ResultFuture
 from shared.client.producer_batch import ProducerBatch, record_too_large
 from shared.records.columnar_encode import (
     Column,
@@ -59,11 +58,11 @@ class RecordBatchMetadata(NamedTuple):
     timestamp: int
 
 
-class FutureRecordBatch:
+class FutureRecordBatch(ResultFuture[RecordBatchMetadata]):
     """The future of one record batch ``send_batch`` queued: ``get()`` gives ``RecordBatchMetadata`` or
     raises the batch's error. ``rows``: the input row numbers of its records, in offset order."""
 
-    __slots__ = ("_result", "rows", "record_count", "_max_timestamp")
+    __slots__ = ("rows", "record_count", "_max_timestamp")
 
     def __init__(self, result: ProduceRequestResult, rows: np.ndarray, max_timestamp: int) -> None:
         self._result = result
@@ -75,9 +74,6 @@ class FutureRecordBatch:
     def topic_partition(self) -> TopicPartition:
         return self._result.tp
 
-    def done(self) -> bool:
-        return self._result.done()
-
     def _value(self) -> RecordBatchMetadata:
         r = self._result
         if r.error is not None:
@@ -86,38 +82,11 @@ class FutureRecordBatch:
         return RecordBatchMetadata(r.tp.topic, r.tp.partition, r.base_offset if r.base_offset >= 0 else -1,
                                    self.record_count, ts)
 
-    def get(self, timeout: float | None = None) -> RecordBatchMetadata:
-        if not self._result.wait(timeout):
-            raise KafkaTimeoutError(f"no acknowledgement within {timeout}s")
-        return self._value()
-
-    result = get
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._result.wait(timeout)
-        return self._result.error
-
     def record_metadata(self, i: int, timestamp: int = -1) -> RecordMetadata:
         """The ``RecordMetadata`` of the batch's ``i``-th record (after ``get()``)."""
         md = self.get()
         return RecordMetadata(md.topic, md.partition, md.base_offset + i if md.base_offset >= 0 else -1,
                               md.timestamp if timestamp < 0 else timestamp)
-
-    def add_callback(self, fn: Callable[[RecordBatchMetadata], None]) -> FutureRecordBatch:
-        def cb(r: ProduceRequestResult) -> None:
-            if r.error is None:
-                fn(self._value())
-
-        self._result.add_callback(cb)
-        return self
-
-    def add_errback(self, fn: Callable[[BaseException], None]) -> FutureRecordBatch:
-        def cb(r: ProduceRequestResult) -> None:
-            if r.error is not None:
-                fn(r.error)
-
-        self._result.add_callback(cb)
-        return self
 
 
 def _timestamps(timestamps: Any, n: int) -> np.ndarray:
