@@ -30,9 +30,60 @@ Handlers = dict[str, grpc.RpcMethodHandler]
 class RequestContext:
     api: str
     client_id: str
-    principal: str
+    principal: str  # the principal's *name* ("ANONYMOUS", "alice", a mapped certificate DN): the quota user entity
     peer: str
     arrival: float  # time.monotonic()
+    host: str = ""  # the peer's IP address, for ACL host matching ("" when unknown)
+    cert_subject: str | None = None  # the verified client certificate's DN (RFC 4514), None without mTLS
+
+    @property
+    def kafka_principal(self) -> str:
+        """Kafka's principal string, ``User:<name>``, as ACLs name it."""
+        return f"User:{self.principal}"
+
+
+#: ``(principal name, verified certificate DN or None)`` of a gRPC call, from its servicer context.
+PrincipalResolver = Callable[[Any], tuple[str, str | None]]
+
+
+def anonymous(context: Any) -> tuple[str, str | None]:
+    """The resolver while security is off: everyone is ``ANONYMOUS``."""
+    return ANONYMOUS, None
+
+
+_resolver: list[PrincipalResolver] = [anonymous]
+
+
+def set_principal_resolver(resolver: PrincipalResolver) -> None:
+    """Installed once per process by the service's security setup (certificates, SCRAM sessions)."""
+    _resolver[0] = resolver
+
+
+def resolve_principal(context: Any) -> tuple[str, str | None]:
+    return _resolver[0](context)
+
+
+def peer_host(peer: str) -> str:
+    """gRPC's peer string (``ipv4:127.0.0.1:5555``, ``ipv6:[::1]:5555``) or ``host:port`` -> the IP address."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        peer = peer[5:]
+    host, sep, _port = peer.rpartition(":")
+    if not sep:
+        return peer
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def service_role(ctx: RequestContext) -> str | None:
+    """The role (``broker``, ``controller``, ...) of a service certificate (``CN=<role>-<id>,OU=tidelog-service``),
+    None for anything else: internal RPCs check it besides CLUSTER_ACTION."""
+    subject = ctx.cert_subject
+    if not subject:
+        return None
+    parts = dict(p.split("=", 1) for p in subject.split(",") if "=" in p)
+    if parts.get("OU") != "tidelog-service":
+        return None
+    role, sep, ident = parts.get("CN", "").rpartition("-")
+    return role if sep and role and ident else None
 
 
 Authorize = Callable[[RequestContext], bool]
@@ -48,9 +99,10 @@ class NotAuthorized(Exception):
 
 
 def enter(api: str, client_id: str, peer: str, authorize: Authorize = allow_all,
-          clock: Callable[[], float] = time.monotonic, principal: str = ANONYMOUS) -> RequestContext:
+          clock: Callable[[], float] = time.monotonic, principal: str = ANONYMOUS,
+          cert_subject: str | None = None) -> RequestContext:
     """The request's context, authorized (raises ``NotAuthorized``)."""
-    ctx = RequestContext(api, client_id, principal, peer, clock())
+    ctx = RequestContext(api, client_id, principal, peer, clock(), peer_host(peer), cert_subject)
     if not authorize(ctx):
         raise NotAuthorized(f"{ctx.principal} may not call {api}")
     return ctx
@@ -80,8 +132,9 @@ def authorized_handlers(authorize: Authorize = allow_all, skip: frozenset[str] =
 def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize, hand_context: bool) -> Any:
     async def check(request: Any, context: Any) -> RequestContext:
         client_id = getattr(request, "client_id", "") if not kind.startswith("stream") else ""
+        principal, cert_subject = _resolver[0](context)
         try:
-            return enter(api, client_id, context.peer() or "", authorize)
+            return enter(api, client_id, context.peer() or "", authorize, principal=principal, cert_subject=cert_subject)
         except NotAuthorized as exc:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
             raise  # abort raises; this is for a context that does not
