@@ -25,11 +25,20 @@
                                                 an internal topic created on first use (__transaction_state):
                                                 the active controller creates it once this key exists
     /tidelog/<cluster>/producer-ids             next free block of producer ids
+    /tidelog/<cluster>/acls/<TYPE>/<PATTERN>/<name>/<principal>/<host>/<OPERATION>/<PERMISSION>
+                                                one ACL binding per key (names percent-encoded), see SecurityKeys
+    /tidelog/<cluster>/users/<name>/<MECHANISM> a user's SCRAM credential (salt, iterations, StoredKey, ServerKey)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote, unquote
+
+if TYPE_CHECKING:
+    from shared.security.acl import AclBinding
+    from shared.security.scram import ScramMechanism
 
 SERVICE_ROLES = ("coordinator", "cleaner", "quota")
 
@@ -134,3 +143,38 @@ def prefix_end(prefix: bytes) -> bytes:
     b = bytearray(prefix)
     b[-1] += 1
     return bytes(b)
+
+
+def _q(text: str) -> str:
+    return quote(text, safe="")
+
+
+@dataclass(frozen=True)
+class SecurityKeys:
+    root: str  # "/tidelog/<cluster>/"
+
+    def acls_prefix(self) -> bytes:
+        return f"{self.root}acls/".encode()
+
+    def acl(self, b: AclBinding) -> bytes:
+        p, e = b.pattern, b.entry
+        return (f"{self.root}acls/{p.resource_type.name}/{p.pattern_type.name}/{_q(p.name)}/"
+                f"{_q(e.principal)}/{_q(e.host)}/{e.operation.name}/{e.permission_type.name}").encode()
+
+    def users_prefix(self) -> bytes:
+        return f"{self.root}users/".encode()
+
+    def user_prefix(self, name: str) -> bytes:
+        return f"{self.root}users/{_q(name)}/".encode()
+
+    def user(self, name: str, mech: ScramMechanism) -> bytes:
+        return f"{self.root}users/{_q(name)}/{mech.name}".encode()
+
+    def parse_user(self, key: bytes) -> tuple[str, str] | None:
+        """``(user name, mechanism name)`` of a user key, None if the key is not one."""
+        prefix = self.users_prefix()
+        if not key.startswith(prefix):
+            return None
+        rest = key[len(prefix):].decode()
+        name, sep, mech = rest.partition("/")
+        return (unquote(name), mech) if sep and name and mech and "/" not in mech else None

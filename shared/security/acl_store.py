@@ -16,8 +16,8 @@ one. A user has one key per mechanism, as Kafka's ``AlterUserScramCredentials`` 
 every change, typically within tens of milliseconds) and feeds the ``Authorizer`` (``replace_all``) and
 the credential cache that ``credential()`` answers from synchronously (a ``ScramServer`` lookup).
 
-Key spelling belongs in ``shared.metadata.keys``; it lives here (``SecurityKeys``) until the lead moves
-it. Must not import ``services`` or ``pipelines``.
+Key spelling lives in ``shared.metadata.keys`` (``SecurityKeys``).
+Must not import ``services`` or ``pipelines``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
+from shared.metadata.keys import SecurityKeys
 from shared.metadata.store import MetadataStore, Snapshot
 from shared.security.acl import (
     AclBinding,
@@ -48,41 +48,6 @@ from shared.security.scram import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def _q(text: str) -> str:
-    return quote(text, safe="")
-
-
-@dataclass(frozen=True)
-class SecurityKeys:
-    root: str  # "/tidelog/<cluster>/"
-
-    def acls_prefix(self) -> bytes:
-        return f"{self.root}acls/".encode()
-
-    def acl(self, b: AclBinding) -> bytes:
-        p, e = b.pattern, b.entry
-        return (f"{self.root}acls/{p.resource_type.name}/{p.pattern_type.name}/{_q(p.name)}/"
-                f"{_q(e.principal)}/{_q(e.host)}/{e.operation.name}/{e.permission_type.name}").encode()
-
-    def users_prefix(self) -> bytes:
-        return f"{self.root}users/".encode()
-
-    def user_prefix(self, name: str) -> bytes:
-        return f"{self.root}users/{_q(name)}/".encode()
-
-    def user(self, name: str, mech: ScramMechanism) -> bytes:
-        return f"{self.root}users/{_q(name)}/{mech.name}".encode()
-
-    def parse_user(self, key: bytes) -> tuple[str, str] | None:
-        """``(user name, mechanism name)`` of a user key, None if the key is not one."""
-        prefix = self.users_prefix()
-        if not key.startswith(prefix):
-            return None
-        rest = key[len(prefix):].decode()
-        name, sep, mech = rest.partition("/")
-        return (unquote(name), mech) if sep and name and mech and "/" not in mech else None
 
 
 @dataclass(frozen=True)

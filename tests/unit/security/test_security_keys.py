@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shared.metadata.keys import SecurityKeys
 from shared.security.acl import acl
-from shared.security.acl_store import SecurityKeys
 from shared.security.scram import SCRAM_SHA_256, SCRAM_SHA_512
 
 KEYS = SecurityKeys("/tidelog/c1/")
