@@ -385,6 +385,12 @@ class AlterPartitionError(TidelogError):
     is given per instance (``services.controller.partitions``)."""
 
 
+class SaslAuthenticationFailedError(TidelogError):
+    """Wrong user or password, or a server that could not prove it knows the credential (not retriable)."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 class GroupError(TidelogError):
     """A heartbeat, commit or admin request refused with a Kafka error code, given per instance
     (``services.coordinator``)."""
@@ -395,6 +401,7 @@ class GroupError(TidelogError):
 #: module and its ``code`` is its key; a more specific class subclasses the class of its code.
 ERROR_CLASSES: Mapping[ErrorCode, type[TidelogError]] = MappingProxyType({
     ErrorCode.OFFSET_OUT_OF_RANGE: OffsetOutOfRangeError,
+    ErrorCode.SASL_AUTHENTICATION_FAILED: SaslAuthenticationFailedError,
     ErrorCode.CORRUPT_MESSAGE: CorruptRecordError,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicOrPartitionError,
     ErrorCode.LEADER_NOT_AVAILABLE: LeaderNotAvailableError,

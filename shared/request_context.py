@@ -98,6 +98,11 @@ class NotAuthorized(Exception):
     pass
 
 
+class Unauthenticated(grpc.RpcError):
+    """A call that carried a credential no longer (or never) valid, e.g. an unknown or expired session token:
+    ``shared.grpc_guard`` ends it UNAUTHENTICATED (the client authenticates again)."""
+
+
 def enter(api: str, client_id: str, peer: str, authorize: Authorize = allow_all,
           clock: Callable[[], float] = time.monotonic, principal: str = ANONYMOUS,
           cert_subject: str | None = None) -> RequestContext:
