@@ -25,7 +25,10 @@ from shared.grpc_guard import GuardedServer
 from shared.logs import setup_logging
 from shared.metadata.store import MetadataStore
 from shared.metrics import start_metrics_server
+from shared.request_context import set_principal_resolver
 from shared.runtime import tune_allocator
+from shared.security import audit, transport
+from shared.security.service_security import ServiceSecurity, tls_files
 from shared.settings import ServiceSettings, load_settings
 
 S = TypeVar("S", bound=ServiceSettings)
@@ -58,9 +61,14 @@ class Service(Generic[S]):
 
     def __init__(self, settings: S) -> None:
         self.settings = settings
-        self.address = ""
+        self.address = ""  # the gRPC address other services dial (mutual TLS when secure)
+        self.client_address = ""  # secure only: the client-facing TLS port ("" when plaintext)
         self.metrics_address = ""  # host:port of /metrics ("" when off)
-        self.store = MetadataStore(settings.etcd_endpoint, settings.cluster, timeout=5)
+        self.tls = tls_files(settings)  # None: plaintext
+        self.store = MetadataStore(settings.etcd_endpoint, settings.cluster, timeout=5, tls=self.tls)
+        #: TLS files, ACL/user caches and the authorizer (``disabled()`` when plaintext); its store's caches
+        #: are followed from ``serve()`` on, after etcd is connected and before ``start()``
+        self.security = ServiceSecurity.from_settings(settings, self.store)
         self.stopping = asyncio.Event()
 
     @property
@@ -78,6 +86,8 @@ class Service(Generic[S]):
 
     def ready_info(self) -> dict[str, Any]:
         info = {"role": self.role, "id": self.instance, "address": self.address, "pid": os.getpid()}
+        if self.client_address:
+            info["client_address"] = self.client_address
         if self.metrics_address:
             info["metrics"] = self.metrics_address
         return info
@@ -127,18 +137,22 @@ async def serve(service: Service[Any]) -> None:
                          f"({exc.strerror})") from None
     if metrics_port is not None:
         service.metrics_address = f"{settings.advertised}:{metrics_port}"
+    security = service.security
+    transport.configure(service.tls)  # every channel this process opens: TLS with its certificate when secure
     server = grpc.aio.server(options=server_options(settings))
     health_servicer = health.aio.HealthServicer()
     guarded: Any = GuardedServer(server)  # every method: bad bytes -> INVALID_ARGUMENT (shared/grpc_guard.py)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, guarded)
     service.add_servicers(guarded)
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
-    if port == 0:
-        raise SystemExit(f"{service.role}: cannot listen on {settings.host}:{settings.port}")
-    service.address = f"{settings.advertised}:{port}"
+    if security.enabled:
+        set_principal_resolver(security.certificate_principal)
+        attach_grpc_auth(guarded, security)
+    service.address, service.client_address = listen(server, service.role, settings, service.tls)
     await server.start()
     try:
         await service.store.connect()
+        if security.enabled:
+            await security.start()
         await service.start()
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         if settings.ready_file:
@@ -160,6 +174,43 @@ async def serve(service: Service[Any]) -> None:
         log.info("stopped")
 
 
+def listen(server: grpc.aio.Server, role: str, settings: Any, tls: transport.TlsFiles | None) -> tuple[str, str]:
+    """Add the service's ports to ``server``: ``(address, client_address)``.
+
+    Plaintext: one insecure port (``--port``); client_address is "". Secure: the internal port (``--port``,
+    mutual TLS, a certificate the CA signed required) and the client port (``--client-port``, TLS, no
+    client certificate: SCRAM sessions). gRPC cannot *ask* for an optional client certificate, hence two."""
+    def bound(port: int, where: int) -> int:
+        if port == 0:
+            raise SystemExit(f"{role}: cannot listen on {settings.host}:{where}")
+        return port
+
+    if tls is None:
+        port = bound(server.add_insecure_port(f"{settings.host}:{settings.port}"), settings.port)
+        return f"{settings.advertised}:{port}", ""
+    try:
+        mutual = transport.server_credentials(tls, require_client_cert=True)
+        one_way = transport.server_credentials(tls, require_client_cert=False)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{role}: cannot use the TLS files: {exc}") from None
+    internal = bound(server.add_secure_port(f"{settings.host}:{settings.port}", mutual), settings.port)
+    client = bound(server.add_secure_port(f"{settings.host}:{settings.client_port}", one_way), settings.client_port)
+    return f"{settings.advertised}:{internal}", f"{settings.advertised}:{client}"
+
+
+def attach_grpc_auth(server: Any, security: ServiceSecurity) -> None:
+    """Register the SCRAM handshake service and the session-token resolver (``shared.security.grpc_auth``)."""
+    try:
+        from shared.security import grpc_auth
+    except ModuleNotFoundError as exc:
+        if exc.name != "shared.security.grpc_auth":
+            raise
+        log.error("shared.security.grpc_auth is missing: no SCRAM sessions on the client port; "
+                  "only certificate holders can call this service")
+        return
+    grpc_auth.attach(server, security)
+
+
 def run(service_cls: type[Service[S]], settings_cls: type[S], argv: list[str] | None = None) -> None:
     """Entry point of ``python -m services.<role>``."""
     prog = f"python -m services.{service_cls.role}"
@@ -167,6 +218,8 @@ def run(service_cls: type[Service[S]], settings_cls: type[S], argv: list[str] | 
     setup_logging(service_cls.role, settings.id, settings.log_level)
     tune_allocator()
     os.makedirs(settings.data_dir, exist_ok=True)
+    audit.configure(audit.default_path(settings.data_dir))  # authentication failures, denials, admin changes
+
     async def main() -> None:
         await serve(service_cls(settings))
 
@@ -193,7 +246,10 @@ class RegisteredService(Service[S]):
         return str(self.settings.id)
 
     def registration_value(self) -> dict[str, Any]:
-        return {"address": self.address, "metrics": self.metrics_address}
+        value = {"address": self.address, "metrics": self.metrics_address}
+        if self.client_address:  # secure: where clients connect (shared.security.transport.client_facing)
+            value["client_address"] = self.client_address
+        return value
 
     async def start(self) -> None:
         await self.store.register(

@@ -11,7 +11,7 @@ import socket
 import sys
 from typing import TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 T = TypeVar("T", bound="ServiceSettings")
@@ -49,12 +49,43 @@ class ServiceSettings(BaseSettings):
     metrics_port: int = Field(0, ge=-1, le=65535, description="/metrics HTTP port (0: any free port, -1: off)")
     lifeline_fd: int | None = Field(None, ge=0, description="stop when this pipe reaches end of file "
                                                                "(the launcher holds its other end)")
+    # -- security (issue 23): PLAINTEXT is the default and changes nothing --
+    security_protocol: str = Field("PLAINTEXT", pattern=r"^(PLAINTEXT|SSL)$",
+                                   description="PLAINTEXT, or SSL: mutual TLS on --port, TLS on --client-port, "
+                                               "etcd over TLS with this service's certificate, ACLs enforced")
+    ssl_cafile: str | None = Field(None, description="PEM CA certificate(s) that verify peers (SSL)")
+    ssl_certfile: str | None = Field(None, description="this service's PEM certificate, CN=<role>-<id>,OU=tidelog-service (SSL)")
+    ssl_keyfile: str | None = Field(None, validate_default=True, description="this service's PEM private key (SSL)")
+    client_port: int = Field(0, ge=0, le=65535, description="SSL only: the client-facing TLS port, no client "
+                                                             "certificate (0: any free port)")
+    super_users: str = Field("", description="Kafka's super.users: principals separated by ';' "
+                                             "(User:admin;User:CN=broker-1,OU=tidelog-service)")
+    ssl_principal_mapping_rules: str = Field("DEFAULT", description="Kafka's ssl.principal.mapping.rules")
+    allow_everyone_if_no_acl_found: bool | None = Field(
+        None, description="Kafka's allow.everyone.if.no.acl.found (default: true when PLAINTEXT, false when SSL)")
 
     @field_validator("etcd")
     @classmethod
     def _check_etcd(cls, v: str) -> str:
         parse_endpoint(v)
         return v
+
+    @field_validator("security_protocol", mode="before")
+    @classmethod
+    def _upper_protocol(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+    @field_validator("ssl_keyfile")
+    @classmethod
+    def _check_ssl(cls, v: str | None, info: ValidationInfo) -> str | None:
+        d = info.data
+        if d.get("security_protocol") == "SSL" and not (d.get("ssl_cafile") and d.get("ssl_certfile") and v):
+            raise ValueError("security_protocol SSL needs ssl_cafile, ssl_certfile and ssl_keyfile")
+        return v
+
+    @property
+    def secure(self) -> bool:
+        return self.security_protocol == "SSL"
 
     @property
     def etcd_endpoint(self) -> tuple[str, int]:

@@ -5,6 +5,12 @@ on the broker's event loop, which also serialises it with appends; the servicer 
 translates protobuf messages. A result is verified in a child process (``cleaner_check``: pure
 code over the job's bytes, off the event loop and its interpreter lock), then the log is checked
 unchanged and the swap applied on the loop.
+
+ACLs (secure clusters): every method passes ``shared.request_context``'s guard with the caller's principal.
+The job and segment streams (AcquireJob, ReadSegments, RenewLease, CompleteJob, FailJob) are served only to
+a cleaner's service certificate (``CN=cleaner-<id>,OU=tidelog-service``) with CLUSTER_ACTION, so nobody
+else can lease a job to read a log (or its hash seed) or hold leases to stall compaction; CleanerStatus
+needs DESCRIBE on the cluster. A refusal is PERMISSION_DENIED with ``CLUSTER_AUTHORIZATION_FAILED``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto.cleaner_wire import encode_segment_chunk
 from shared.proto.wire import pass_bytes
+from shared.request_context import NotAuthorized, RequestContext, authorized_handlers
+from shared.security.access import CLUSTER, DESCRIBE, DISABLED, Access, AuthorizationFailed
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -76,6 +84,8 @@ class CleanerJobs:
         # log -> (the partition it was, wall-clock ms of its last swapped-in cleaning); in memory only, and
         # forgotten when the partition is deleted or reopened, so a recreated topic starts as never cleaned
         self.last_cleaned: dict[TopicPartition, tuple[Partition, int]] = {}
+        #: ACL decisions for the LogCleaner service (the broker sets it from ``service.security`` at start)
+        self.access: Access = DISABLED
 
     def compacted(self) -> dict[str, tuple[TopicPartition, Partition]]:
         return {log_name(tp): (tp, p) for tp, p in self.replicas.partitions.items()
@@ -272,5 +282,33 @@ def _segments_as_bytes(handlers: Handlers) -> Handlers:
     return handlers
 
 
+#: methods any principal with CLUSTER DESCRIBE may call; every other one is a cleaner's
+_STATUS_METHODS = frozenset({"CleanerStatus"})
+
+
+def cleaner_authorizer(jobs: CleanerJobs) -> Callable[[RequestContext], bool]:
+    """The LogCleaner service's guard (``jobs.access`` read per call: it is set once security is up)."""
+
+    def authorize(ctx: RequestContext) -> bool:
+        access = jobs.access
+        if not access.enabled:
+            return True
+        try:
+            if ctx.api in _STATUS_METHODS:
+                access.require(ctx, DESCRIBE, CLUSTER)
+            else:
+                access.require_service(ctx, "cleaner")
+        except AuthorizationFailed as exc:
+            raise NotAuthorized(f"{exc.name}: {exc.message}") from None
+        return True
+
+    return authorize
+
+
 def add_cleaner_servicer(servicer: CleanerServicer, server: grpc.aio.Server) -> None:
-    cgrpc.add_LogCleanerServicer_to_server(servicer, RewrittenHandlers(server, _segments_as_bytes))
+    guard = authorized_handlers(cleaner_authorizer(servicer.jobs))
+
+    def rewrite(handlers: Handlers) -> Handlers:
+        return guard(_segments_as_bytes(handlers))
+
+    cgrpc.add_LogCleanerServicer_to_server(servicer, RewrittenHandlers(server, rewrite))

@@ -19,6 +19,7 @@ from shared.errors import ErrorCode
 from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 
 if TYPE_CHECKING:
     from services.broker.partition import Partition
@@ -54,7 +55,7 @@ class IsrSender:
                 await self.forget_controller()
                 if not await tcp_reachable_async(address):
                     return None
-                self._channel = (address, grpc.aio.insecure_channel(address))
+                self._channel = (address, aio_channel(address))
             return pb_grpc.ControllerStub(self._channel[1])
 
     async def forget_controller(self) -> None:

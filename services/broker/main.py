@@ -34,6 +34,7 @@ from shared.coordinator_lookup import request_internal_topic
 from shared.proto import tidelog_pb2 as pb
 from shared.quota.decision import ProvisionalQuotas
 from shared.quota.entities import parse_configs
+from shared.security.access import DISABLED, Access
 from shared.service import Service, run
 from shared.settings import ServiceSettings
 
@@ -121,6 +122,9 @@ class Broker(Service[BrokerSettings]):
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         pipeline = RequestPipeline(self.quota_accounting)
+        # ACL decisions for both doors and the LogCleaner service (DISABLED when plaintext: allow all)
+        access = Access(self.security) if self.security.enabled else DISABLED
+        pipeline.access = self.cleaner_jobs.access = access
         if self.settings.metrics_port >= 0:
             self._setup_metrics(pipeline)
         servicer = BrokerServicer(self.replicas, self.settings.id, self.allocate_producer_id,
@@ -183,7 +187,8 @@ class Broker(Service[BrokerSettings]):
         self.kafka_listener = KafkaListener(
             kafka_apis(self.api), max_request_bytes=s.socket_request_max_bytes, max_idle_ms=s.connections_max_idle_ms,
             max_connections_per_ip=s.max_connections_per_ip,
-            max_connections_per_ip_overrides=parse_ip_overrides(s.max_connections_per_ip_overrides))
+            max_connections_per_ip_overrides=parse_ip_overrides(s.max_connections_per_ip_overrides),
+            security=self.security)
         try:
             bound = await self.kafka_listener.start(host, port)
         except OSError as exc:
@@ -201,7 +206,8 @@ class Broker(Service[BrokerSettings]):
         await self.store.register(
             self.store.keys.broker(s.id),
             {"id": s.id, "address": self.address, "rack": s.rack, "incarnation": self.incarnation,
-             "metrics": self.metrics_address, "kafka": self.kafka_address},
+             "metrics": self.metrics_address, "kafka": self.kafka_address,
+             **({"client_address": self.client_address} if self.client_address else {})},
             s.session_timeout_s,
             on_lost=self._on_lease_lost,
         )

@@ -2,10 +2,14 @@
 
     context -> authorization hook -> (KIP-219 hold) -> handler -> quota accounting -> throttle
 
-``RequestContext`` says who asks (client id from the request, principal
-``ANONYMOUS`` until authentication exists, peer address), which API and when
-it arrived. The authorization hook accepts everything for now (ACLs plug in
-here). Usage (bytes in, bytes out, handler time) is counted in the
+``RequestContext`` says who asks (client id from the request, the principal
+the process's resolver gives — a verified certificate or a SCRAM session,
+``ANONYMOUS`` on a plaintext cluster — peer address), which API and when it
+arrived. The hook accepts every API; ACLs are decided per resource by the
+request layer with ``pipeline.access`` (``shared.security.access.Access``:
+disabled, at no cost, on a plaintext cluster), the same on both doors. A
+denial a response cannot carry as an error code ends a gRPC call with
+PERMISSION_DENIED and Kafka's error name in the details. Usage (bytes in, bytes out, handler time) is counted in the
 ``QuotaAccounting`` the quota client reports; the throttle time comes from
 the quota service's latest decisions. As Kafka since KIP-219, a response goes
 out at once carrying ``throttle_time_ms`` and the *next* request on that
@@ -29,10 +33,12 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from services.broker.quota_state import QuotaAccounting
-from shared.quota.entities import QuotaType
-from shared.request_context import NotAuthorized, RequestContext, allow_all, enter
+from shared.quota.entities import ANONYMOUS, QuotaType
+from shared.request_context import NotAuthorized, RequestContext, allow_all, enter, resolve_principal
+from shared.security.access import DISABLED, Access, AuthorizationFailed
 
-__all__ = ["NotAuthorized", "RequestContext", "RequestPipeline", "ProduceSequencer", "allow_all", "through_pipeline"]
+__all__ = ["NotAuthorized", "RequestContext", "RequestPipeline", "ProduceSequencer", "allow_all", "deny",
+           "through_pipeline"]
 
 MAX_IN_FLIGHT_PER_STREAM = 16
 # Plain ints on the hot path (an IntEnum member hashes and compares more slowly).
@@ -55,11 +61,15 @@ class RequestPipeline:
         self.authorize = authorize
         self.clock = clock
         self.metrics: Any = None  # services.broker.metrics.BrokerMetrics when the process exposes /metrics
+        #: ACL decisions for both doors (the service sets it from ``service.security`` at start)
+        self.access: Access = DISABLED
         self._peer_holds: dict[str, float] = {}
 
-    def context(self, api: str, client_id: str, peer: str) -> RequestContext:
-        """The request's context, authorized (raises ``NotAuthorized``)."""
-        return enter(api, client_id, peer, self.authorize, self.clock)
+    def context(self, api: str, client_id: str, peer: str, principal: str = ANONYMOUS,
+                cert_subject: str | None = None) -> RequestContext:
+        """The request's context, authorized (raises ``NotAuthorized``). ``principal``: the principal's
+        name (``resolve_principal`` of a gRPC call, the Kafka connection's authenticated principal)."""
+        return enter(api, client_id, peer, self.authorize, self.clock, principal, cert_subject)
 
     def account(self, ctx: RequestContext, qtype: int, amount: float, handler_s: float,
                 types: tuple[int, ...]) -> int:
@@ -103,26 +113,37 @@ class RequestPipeline:
             self._peer_holds[ctx.peer] = self.clock() + throttle_ms / 1000
 
 
-def through_pipeline(pipeline: RequestPipeline, api: str, behavior: Callable[[Any, Any], Awaitable[Any]],
-                     ) -> Callable[[Any, Any], Awaitable[Any]]:
-    """A unary method (Metadata, ListOffsets, ...) in the pipeline: context and authorization, the
-    connection's KIP-219 hold, the handler, its time counted against request quotas."""
+def through_pipeline(pipeline: RequestPipeline, api: str, behavior: Callable[..., Awaitable[Any]],
+                     hand_context: bool = False) -> Callable[[Any, Any], Awaitable[Any]]:
+    """A unary method (Metadata, ListOffsets, ...) in the pipeline: context (with the caller's principal)
+    and authorization, the connection's KIP-219 hold, the handler, its time counted against request
+    quotas. With ``hand_context`` the handler is called ``behavior(request, context, ctx)``. A handler's
+    ``AuthorizationFailed`` ends the call with PERMISSION_DENIED and Kafka's error name."""
 
     async def handle(request: Any, context: Any) -> Any:
+        principal, cert_subject = resolve_principal(context)
         try:
-            ctx = pipeline.context(api, getattr(request, "client_id", ""), context.peer())
+            ctx = pipeline.context(api, getattr(request, "client_id", ""), context.peer(), principal, cert_subject)
         except NotAuthorized as exc:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
             raise
         await pipeline.hold_peer(ctx)
         started = time.perf_counter()
         try:
-            return await behavior(request, context)
+            return await (behavior(request, context, ctx) if hand_context else behavior(request, context))
+        except AuthorizationFailed as exc:
+            await deny(context, exc)
+            raise
         finally:
             pipeline.record_handler_time(ctx, time.perf_counter() - started)
             pipeline.set_peer_hold(ctx, pipeline.throttle_ms(ctx, (_REQUEST,)))
 
     return handle
+
+
+async def deny(context: Any, exc: AuthorizationFailed) -> None:
+    """End a gRPC call refused by ACLs: PERMISSION_DENIED, the details starting with Kafka's error name."""
+    await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{exc.name}: {exc.message}")
 
 
 class ProduceSequencer(Generic[Req, Pending]):

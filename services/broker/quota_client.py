@@ -19,6 +19,7 @@ import grpc
 from services.broker.quota_state import QuotaAccounting
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
+from shared.security.transport import aio_channel
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 0.5
@@ -73,7 +74,7 @@ class QuotaReporter:
             yield report
 
     async def _stream(self, address: str) -> None:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with aio_channel(address) as channel:
             call = qpb_grpc.QuotaServiceStub(channel).ReportUsage(self._reports())
             try:
                 async for resp in call:

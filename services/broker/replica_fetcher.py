@@ -34,6 +34,7 @@ from shared.errors import ErrorCode, TidelogError
 from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 from shared.service import GRPC_OPTIONS
 from shared.types import TopicPartition
 
@@ -87,7 +88,7 @@ class ReplicaFetcher:
             return True
         if not await tcp_reachable_async(self.address):
             return False
-        self._channel = grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS)
+        self._channel = aio_channel(self.address, options=GRPC_OPTIONS)
         self._stub = pb_grpc.BrokerStub(self._channel)
         return True
 

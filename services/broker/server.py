@@ -5,7 +5,14 @@ requests are read in place (``produce_wire.parse_produce_request``: the batches
 stay in the received bytes) and fetch responses are written by hand
 (``fetch_wire.encode_fetch_response``: each batch is copied once, into the
 response). The wire format is unchanged, so any protobuf client reads them;
-``add_broker_servicer`` installs the codecs."""
+``add_broker_servicer`` installs the codecs.
+
+Every call's ``RequestContext`` carries the caller's principal (``resolve_principal``: a verified
+certificate or a SCRAM session; once per call, once per stream) and ACLs are decided by the request layer
+(``services/broker/api``) with ``pipeline.access``, as on the Kafka door. A refusal is Kafka's error code in
+the response where it has one (per partition, per coordinator key, InitProducerId's ``error_code``), else
+PERMISSION_DENIED with Kafka's error name in the details (DescribeLogDirs, WriteTxnMarkers, a follower
+session fetch)."""
 
 from __future__ import annotations
 
@@ -32,12 +39,13 @@ from services.broker.pipeline import (
     ProduceSequencer,
     RequestContext,
     RequestPipeline,
+    deny,
     through_pipeline,
 )
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replica_results import FetchSpec, ProduceResult, grpc_partition_data
 from shared.coordinator_lookup import COORDINATOR_TOPICS, find_coordinators, unknown_key_type
-from shared.errors import TidelogError
+from shared.errors import ErrorCode, TidelogError
 from shared.grpc_codecs import Handlers, RewrittenHandlers
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import tidelog_pb2 as pb
@@ -46,6 +54,10 @@ from shared.proto.fetch_wire import FetchPartitionData, encode_fetch_response
 from shared.proto.produce_wire import ProduceRequestView, WireError, parse_produce_request
 from shared.proto.wire import pass_bytes
 from shared.records.header import next_offset_after
+from shared.request_context import resolve_principal
+from shared.security.access import CLUSTER, CLUSTER_ACTION, DESCRIBE, GROUP, TOPIC, TRANSACTIONAL_ID
+from shared.security.transport import client_facing
+from shared.txn_topic import COORDINATOR_TYPE_GROUP
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -68,8 +80,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- metadata --------------------------------------------------------------------------------
 
-    async def Metadata(self, request: pb.MetadataRequest, context: Any) -> pb.MetadataResponse:
-        snap = metadata_api.describe(self.api, list(request.topics) or None)
+    async def Metadata(self, request: pb.MetadataRequest, context: Any,
+                       ctx: RequestContext | None = None) -> pb.MetadataResponse:
+        snap = metadata_api.describe(self.api, list(request.topics) or None, ctx)
         resp = pb.MetadataResponse(cluster_id=snap.cluster_id)
         for b in snap.brokers:
             resp.brokers.append(pb.BrokerNode(id=b.id, address=b.address, rack=b.rack or ""))
@@ -90,6 +103,21 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- produce ------------------------------------------------------------------------------------
 
+    def _authorize(self, request: ProduceRequestView, ctx: RequestContext) -> dict[TopicPartition, ProduceResult]:
+        """ACLs (secure clusters only): the partitions refused, with Kafka's errors."""
+        data = [(TopicPartition(t.name, p.partition), p.records) for t in request.topics for p in t.partitions]
+        return produce_api.authorize(self.api, ctx, request.transactional_id or None, data)
+
+    async def _checks(self, request: ProduceRequestView, ctx: RequestContext,
+                      ) -> dict[TopicPartition, ProduceResult] | None:
+        """ACLs, then KIP-890 verification of what they allow: the partitions not to append."""
+        refused = self._authorize(request, ctx) if self.pipeline.access.enabled else None
+        if request.transactional_id:
+            verified = await self._verify(request, refused)
+            if verified:
+                refused = {**(refused or {}), **verified}
+        return refused
+
     def _append(self, request: ProduceRequestView, ctx: RequestContext,
                 refused: dict[TopicPartition, ProduceResult] | None = None) -> PendingProduce:
         """The synchronous part of a produce: append, count the usage, read the throttle. ``refused``:
@@ -106,12 +134,18 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             pending.results.update(refused)
         return request, pending
 
-    async def _verify(self, request: ProduceRequestView) -> dict[TopicPartition, ProduceResult] | None:
-        """KIP-890: a transaction's first batch on a partition waits for the coordinator's word."""
+    async def _verify(self, request: ProduceRequestView, refused: dict[TopicPartition, ProduceResult] | None = None,
+                      ) -> dict[TopicPartition, ProduceResult] | None:
+        """KIP-890: a transaction's first batch on a partition waits for the coordinator's word
+        (``refused``: partitions ACLs refused already, not asked about)."""
         verifier = self.api.txn_verifier
         if not request.transactional_id or verifier is None:
             return None
         data = [(TopicPartition(t.name, p.partition), p.records) for t in request.topics for p in t.partitions]
+        if refused:
+            data = [d for d in data if d[0] not in refused]
+            if not data:
+                return None
         return await verifier.verify(request.transactional_id, request.transaction_version, data)
 
     async def _respond(self, pending: PendingProduce) -> pb.ProduceResponse:
@@ -142,7 +176,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         request = await _well_formed(request, context)
         ctx = await _context(self.pipeline, "Produce", request.client_id, context.peer(), context)
         await self.pipeline.hold_peer(ctx)
-        refused = await self._verify(request) if request.transactional_id else None
+        refused = await self._checks(request, ctx) if request.transactional_id or self.pipeline.access.enabled \
+            else None
         pending = self._append(request, ctx, refused)
         self.pipeline.set_peer_hold(ctx, pending[1].throttle_ms)
         return await self._respond(pending)
@@ -161,14 +196,16 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         # Appends happen in arrival order (the sequencer's reader), completions are awaited and
         # answered in the same order, so acks=all waits do not stall appends.
         peer = context.peer()
+        who = resolve_principal(context)  # once per stream
         hold_until = 0.0
 
         async def begin(request: ProduceRequestView) -> PendingProduce:
             nonlocal hold_until
-            ctx = await _context(self.pipeline, "Produce", request.client_id, peer, context)
+            ctx = await _context(self.pipeline, "Produce", request.client_id, peer, context, who)
             if hold_until:
                 await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
-            refused = await self._verify(request) if request.transactional_id else None
+            refused = await self._checks(request, ctx) if request.transactional_id or self.pipeline.access.enabled \
+                else None
             pending = self._append(request, ctx, refused)
             throttle_ms = pending[1].throttle_ms
             hold_until = self.pipeline.clock() + throttle_ms / 1000 if throttle_ms else 0.0
@@ -233,13 +270,19 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         follower_session = StreamFetchSession(self.rm)  # a follower's fetch session lives as long as its stream
         lock = asyncio.Lock()
         peer = context.peer()
+        who = resolve_principal(context)  # once per stream
         hold_until = 0.0
 
         async def handle(request: pb.FetchRequest) -> bytes:
             nonlocal hold_until
             async with lock:
-                ctx = await _context(self.pipeline, "Fetch", request.client_id, peer, context)
+                ctx = await _context(self.pipeline, "Fetch", request.client_id, peer, context, who)
                 if is_session_fetch(request):
+                    access = self.pipeline.access
+                    if access.enabled:
+                        refusal = fetch_api.follower_refusal(access, ctx, request.replica_id)
+                        if refusal is not None:
+                            await deny(context, refusal)
                     return await follower_session.fetch(request, self.pipeline.metrics)
                 if hold_until:
                     await self.pipeline.hold(hold_until)  # KIP-219: the previous response was throttled
@@ -255,13 +298,14 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     # -- list offsets ----------------------------------------------------------------------------------
 
-    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any) -> pb.ListOffsetsResponse:
+    async def ListOffsets(self, request: pb.ListOffsetsRequest, context: Any,
+                          ctx: RequestContext | None = None) -> pb.ListOffsetsResponse:
         queries = [list_offsets_api.OffsetQuery(TopicPartition(t.name, p.partition), p.timestamp,
                                                 p.current_leader_epoch if p.current_leader_epoch else -1)
                    for t in request.topics for p in t.partitions]
         resp = pb.ListOffsetsResponse()
         by_topic: dict[str, Any] = {}
-        for a in list_offsets_api.list_offsets(self.api, queries, request.replica_id, request.isolation_level):
+        for a in list_offsets_api.list_offsets(self.api, queries, request.replica_id, request.isolation_level, ctx):
             tr = by_topic.get(a.tp.topic)
             if tr is None:
                 tr = by_topic[a.tp.topic] = resp.topics.add(name=a.tp.topic)
@@ -272,11 +316,22 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                                   leader_epoch=a.leader_epoch)
         return resp
 
-    async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest, context: Any) -> pb.OffsetsForLeaderEpochResponse:
+    async def OffsetsForLeaderEpoch(self, request: pb.OffsetsForLeaderEpochRequest, context: Any,
+                                    ctx: RequestContext | None = None) -> pb.OffsetsForLeaderEpochResponse:
+        """Kafka's rule (KIP-320): CLUSTER_ACTION (followers) or DESCRIBE on the topic (consumers checking
+        for truncation); else TOPIC_AUTHORIZATION_FAILED for its partitions."""
         resp = pb.OffsetsForLeaderEpochResponse()
+        access = self.pipeline.access
+        denied: set[str] = set()
+        if access.enabled and ctx is not None and not access.allowed(ctx, CLUSTER_ACTION, CLUSTER):
+            denied = {t.name for t in request.topics if not access.check(ctx, DESCRIBE, TOPIC, t.name)}
         for t in request.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
+                if t.name in denied:
+                    tr.partitions.add(partition=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      leader_epoch=-1, end_offset=-1)
+                    continue
                 try:
                     epoch, end = self.rm.offsets_for_leader_epoch(TopicPartition(t.name, p.partition),
                                                                   p.current_leader_epoch, p.leader_epoch)
@@ -285,16 +340,22 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                     tr.partitions.add(partition=p.partition, error_code=exc.code, leader_epoch=-1, end_offset=-1)
         return resp
 
-    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any) -> pb.InitProducerIdResponse:
-        a = await init_producer_id_api.init_producer_id(self.api, request.transactional_id or None)
+    async def InitProducerId(self, request: pb.InitProducerIdRequest, context: Any,
+                             ctx: RequestContext | None = None) -> pb.InitProducerIdResponse:
+        a = await init_producer_id_api.init_producer_id(self.api, request.transactional_id or None, ctx=ctx)
         return pb.InitProducerIdResponse(error_code=a.error, producer_id=a.producer_id, producer_epoch=a.producer_epoch)
 
-    async def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest, context: Any) -> pb.WriteTxnMarkersResponse:
+    async def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest, context: Any,
+                              ctx: RequestContext | None = None) -> pb.WriteTxnMarkersResponse:
+        """Internal: a coordinator's (or the controller's) certificate only; anyone else PERMISSION_DENIED
+        (CLUSTER_AUTHORIZATION_FAILED), even with no markers: the refusal is the call's, not a partition's."""
+        if ctx is not None and self.pipeline.access.enabled:
+            self.pipeline.access.require_service(ctx, write_txn_markers_api.MARKER_WRITERS)
         markers = [write_txn_markers_api.TxnMarker(m.producer_id, m.producer_epoch, m.committed, m.coordinator_epoch,
                                                    [TopicPartition(t.name, p) for t in m.topics for p in t.partitions])
                    for m in request.markers]
         out = []
-        for answer in await write_txn_markers_api.write_txn_markers(self.api, markers):
+        for answer in await write_txn_markers_api.write_txn_markers(self.api, markers, ctx=ctx):
             by_topic: dict[str, list[pb.TxnMarkerPartitionResult]] = {}
             for tp, r in answer.results.items():
                 by_topic.setdefault(tp.topic, []).append(pb.TxnMarkerPartitionResult(
@@ -303,10 +364,11 @@ class BrokerServicer(pb_grpc.BrokerServicer):
                 pb.TxnMarkerTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()]))
         return pb.WriteTxnMarkersResponse(markers=out)
 
-    async def DescribeProducers(self, request: pb.DescribeProducersRequest, context: Any) -> pb.DescribeProducersResponse:
+    async def DescribeProducers(self, request: pb.DescribeProducersRequest, context: Any,
+                                ctx: RequestContext | None = None) -> pb.DescribeProducersResponse:
         tps = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
         by_topic: dict[str, list[pb.DescribeProducersPartition]] = {}
-        for tp, r in describe_producers_api.describe_producers(self.api, tps).items():
+        for tp, r in describe_producers_api.describe_producers(self.api, tps, ctx).items():
             by_topic.setdefault(tp.topic, []).append(pb.DescribeProducersPartition(
                 partition=tp.partition, error_code=r.error, error_message=r.message, active_producers=[
                     pb.ActiveProducer(producer_id=s.producer_id, producer_epoch=s.producer_epoch,
@@ -317,7 +379,10 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         return pb.DescribeProducersResponse(topics=[pb.DescribeProducersTopicResult(name=t, partitions=ps)
                                                     for t, ps in by_topic.items()])
 
-    async def DescribeLogDirs(self, request: pb.DescribeLogDirsRequest, context: Any) -> pb.DescribeLogDirsResponse:
+    async def DescribeLogDirs(self, request: pb.DescribeLogDirsRequest, context: Any,
+                              ctx: RequestContext | None = None) -> pb.DescribeLogDirsResponse:
+        if ctx is not None:
+            describe_log_dirs_api.authorize(self.api, ctx)  # AuthorizationFailed: PERMISSION_DENIED
         d = describe_log_dirs_api.describe_log_dirs(self.api, [(t.name, list(t.partitions)) for t in request.topics])
         by_topic: dict[str, list[pb.DescribeLogDirsPartition]] = {}
         for r in d.replicas:
@@ -327,22 +392,55 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes,
             topics=[pb.DescribeLogDirsTopicResult(name=t, partitions=ps) for t, ps in by_topic.items()])])
 
-    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any) -> pb.FindCoordinatorResponse:
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: Any,
+                              ctx: RequestContext | None = None) -> pb.FindCoordinatorResponse:
         name = COORDINATOR_TOPICS.get(request.key_type)
         if name is None:
             return unknown_key_type(request.group_ids, request.key_type)
+        access = self.pipeline.access
+        if access.enabled and ctx is not None:
+            return self._find_coordinators_authorized(request, name, ctx)
+        return self._find_coordinators(list(request.group_ids), name)
+
+    def _find_coordinators(self, keys: list[str], name: str, ctx: RequestContext | None = None,
+                           ) -> pb.FindCoordinatorResponse:
         topic = self.rm.view.topics.get(name)
         if name == OFFSETS_TOPIC:
-            return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0, self.coordinator_owners())
-        if topic is None and self.api.request_internal_topic is not None:
-            self.api.request_internal_topic(name)  # Kafka creates __transaction_state on this first lookup
-        return find_coordinators(request.group_ids, len(topic.assignment) if topic else 0,
-                                 self.api.txn_coordinator_owners(), name)
+            owners = self.coordinator_owners()
+        else:
+            if topic is None and self.api.request_internal_topic is not None:
+                self.api.request_internal_topic(name)  # Kafka creates __transaction_state on this first lookup
+            owners = self.api.txn_coordinator_owners()
+        if ctx is not None and not ctx.cert_subject:  # a client on the client port: its TLS address
+            owners = {p: {**o, "address": client_facing(o)} if o.get("client_address") else o
+                      for p, o in owners.items()}
+        return find_coordinators(keys, len(topic.assignment) if topic else 0, owners, name)
+
+    def _find_coordinators_authorized(self, request: pb.FindCoordinatorRequest, name: str,
+                                      ctx: RequestContext) -> pb.FindCoordinatorResponse:
+        """Kafka's rule: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) per key."""
+        rtype = GROUP if request.key_type == COORDINATOR_TYPE_GROUP else TRANSACTIONAL_ID
+        ok, denied = self.pipeline.access.partition(ctx, DESCRIBE, rtype, list(request.group_ids), lambda k: k)
+        found = {c.group_id: c for c in self._find_coordinators(ok, name, ctx).coordinators} if ok else {}
+        resp = pb.FindCoordinatorResponse()
+        refused = set(denied)
+        for key in request.group_ids:
+            if key in refused:
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED if rtype == GROUP \
+                    else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                resp.coordinators.add(group_id=key, error_code=code, error_message=code.name, partition=-1)
+            else:
+                resp.coordinators.append(found[key])
+        return resp
 
 
-async def _context(pipeline: RequestPipeline, api: str, client_id: str, peer: str, context: Any) -> RequestContext:
+async def _context(pipeline: RequestPipeline, api: str, client_id: str, peer: str, context: Any,
+                   who: tuple[str, str | None] | None = None) -> RequestContext:
+    """The call's context with its principal (``who``: resolved once for a stream)."""
+    principal, cert_subject = who if who is not None else resolve_principal(context)
     try:
-        return pipeline.context(api, client_id, peer)
+        return pipeline.context(api, client_id, peer, principal, cert_subject)
     except NotAuthorized as exc:
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         raise
@@ -379,7 +477,8 @@ def _broker_codecs(pipeline: RequestPipeline) -> Callable[[Handlers], Handlers]:
         for name, h in list(handlers.items()):  # the other methods enter the pipeline here
             if name not in _OWN_PIPELINE and h.unary_unary is not None:  # type: ignore[attr-defined]
                 handlers[name] = h._replace(  # type: ignore[attr-defined]
-                    unary_unary=through_pipeline(pipeline, name, h.unary_unary))  # type: ignore[attr-defined]
+                    unary_unary=through_pipeline(pipeline, name, h.unary_unary,  # type: ignore[attr-defined]
+                                                 hand_context=True))
         return handlers
 
     return rewrite

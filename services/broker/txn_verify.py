@@ -27,6 +27,7 @@ from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.proto import transactions_pb2_grpc as tpb_grpc
 from shared.records.header import ATTR_TRANSACTIONAL, BatchHeader, peek_attributes
+from shared.security.transport import aio_channel
 from shared.txn_topic import TRANSACTION_STATE_TOPIC, txn_partition_for
 from shared.types import TopicPartition
 
@@ -126,5 +127,5 @@ class TxnVerifier:
             return None
         stub = self._stubs.get(address)
         if stub is None:
-            stub = self._stubs[address] = tpb_grpc.TransactionCoordinatorStub(grpc.aio.insecure_channel(address))
+            stub = self._stubs[address] = tpb_grpc.TransactionCoordinatorStub(aio_channel(address))
         return stub

@@ -25,6 +25,7 @@ from shared.compaction.txn import AbortedRange
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto.cleaner_wire import WireError, encode_cleaned_chunk, read_segment_chunk
+from shared.security.transport import aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ class WorkerLoop:
     def channel(self, address: str) -> grpc.aio.Channel:
         ch = self.channels.get(address)
         if ch is None:
-            ch = self.channels[address] = grpc.aio.insecure_channel(address, options=[
+            ch = self.channels[address] = aio_channel(address, options=[
                 ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
         return ch
 

@@ -18,6 +18,7 @@ from shared.proto import coordinator_pb2 as cpb
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 from shared.types import TopicPartition
 
 RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE})
@@ -43,7 +44,7 @@ class GroupAdmin:
         p, owner = locate(group_id, len(TopicRecord.from_json(topic[0]).assignment), owners)
         if owner is None:
             raise TidelogError(f"no coordinator owns partition {p}", code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return cpb_grpc.GroupCoordinatorStub(grpc.aio.insecure_channel(str(owner["address"])))
+        return cpb_grpc.GroupCoordinatorStub(aio_channel(str(owner["address"])))
 
     async def groups_can_exist(self) -> bool:
         """False before ``__consumer_offsets`` exists: no group was ever stored, none can be found
@@ -80,7 +81,7 @@ class GroupAdmin:
             if addr is None:
                 out[tp] = -1
                 continue
-            async with grpc.aio.insecure_channel(addr) as ch:
+            async with aio_channel(addr) as ch:
                 resp = await pb_grpc.BrokerStub(ch).ListOffsets(pb.ListOffsetsRequest(replica_id=-1, topics=[
                     pb.ListOffsetsTopic(name=tp.topic, partitions=[pb.ListOffsetsPartition(partition=tp.partition, timestamp=timestamp)])]),
                     timeout=10)
@@ -95,7 +96,7 @@ class GroupAdmin:
         groups: dict[str, dict[str, Any]] = {}
         for v, _, _ in instances.values():
             try:
-                async with grpc.aio.insecure_channel(v["address"]) as ch:
+                async with aio_channel(v["address"]) as ch:
                     resp = await cpb_grpc.GroupCoordinatorStub(ch).ListGroups(cpb.ListGroupsRequest(), timeout=5)
             except grpc.aio.AioRpcError:
                 continue

@@ -23,6 +23,7 @@ from services.controller.metrics import controller_observer
 from services.controller.replication import PartitionController
 from services.controller.rest.app import create_app
 from services.controller.topics import TopicManager
+from shared.security.transport import reload_ssl_context, uvicorn_tls
 from shared.service import Service, run
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Controller(Service[ControllerSettings]):
         self.rest_url = ""
         # The request layer both doors call; the election and the managers join it in start().
         self.api = ControllerApi(self.store)
+        self.api.security = self.security  # ACLs for both doors (services/controller/authz.py)
         self._rest: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -64,11 +66,13 @@ class Controller(Service[ControllerSettings]):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((s.rest_host, s.rest_port))
         rest_port = sock.getsockname()[1]
-        self.rest_url = f"http://{s.advertised_host or s.rest_host}:{rest_port}"
+        scheme = "https" if self.tls is not None else "http"  # secure: HTTPS with this controller's certificate
+        self.rest_url = f"{scheme}://{s.advertised_host or s.rest_host}:{rest_port}"
         await self.store.create(self.store.keys.cluster_id(), uuid.uuid4().hex)
         await self.store.register(
             self.store.keys.service("controller", s.id),
-            {"address": self.address, "rest": self.rest_url, "metrics": self.metrics_address},
+            {"address": self.address, "rest": self.rest_url, "metrics": self.metrics_address,
+             **({"client_address": self.client_address} if self.client_address else {})},
             s.session_timeout_s,
         )
         election = ControllerElection(
@@ -90,7 +94,8 @@ class Controller(Service[ControllerSettings]):
             election.on_txn = observer.txn
             partitions.observer = observer
         self.api.election, self.api.topics, self.api.partitions = election, topics, partitions
-        config = uvicorn.Config(create_app(self.api), log_config=None, access_log=False, lifespan="off")
+        config = uvicorn.Config(create_app(self.api), log_config=None, access_log=False, lifespan="off",
+                                **uvicorn_tls(self.tls))
         self._rest = uvicorn.Server(config)
         self._rest.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._tasks.append(asyncio.create_task(self._rest.serve(sockets=[sock])))
@@ -104,6 +109,8 @@ class Controller(Service[ControllerSettings]):
             topics, election, s.offsets_topic_num_partitions, s.offsets_topic_replication_factor)))
         while not self._rest.started:
             await asyncio.sleep(0.02)
+        if self.tls is not None and config.ssl is not None:
+            self._tasks.append(asyncio.create_task(reload_ssl_context(config.ssl, self.tls)))
 
     async def stop(self) -> None:
         election_task = self._tasks[1] if len(self._tasks) > 1 else None

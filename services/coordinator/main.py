@@ -28,6 +28,7 @@ from services.coordinator.txn_service import TxnService
 from services.coordinator.txn_servicer import TransactionCoordinatorServicer
 from services.coordinator.txn_servicer import add_to_server as add_txn_to_server
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 from shared.service import RegisteredService, run
 from shared.settings import ServiceSettings
 
@@ -100,6 +101,7 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
 
     def add_servicers(self, server: grpc.aio.Server) -> None:
         api = CoordinatorApi(self.runtime, self.classic)
+        api.security = self.txn.security = self.security  # ACLs (services/coordinator/authz.py)
         if self.settings.metrics_port >= 0:
             api.metrics = coordinator_metrics(lambda: self.runtime.partitions)
         # Every method enters through the request context and the authorization hook (shared/request_context).
@@ -110,11 +112,12 @@ class Coordinator(RegisteredService[CoordinatorSettings]):
     def _broker_stub(self, address: str) -> pb_grpc.BrokerStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            ch = self._channels[address] = aio_channel(address)
         return pb_grpc.BrokerStub(ch)
 
     async def start(self) -> None:
         self.runtime.address = self.address
+        self.runtime.client_address = self.client_address
         reg = await self.store.register(self.store.keys.service(self.role, self.instance), self.registration_value(),
                                         self.settings.session_timeout_s, on_lost=self.runtime.lease_lost)
         await self.txn.start()

@@ -35,6 +35,7 @@ from shared.errors import ErrorCode
 from shared.metadata.store import MetadataStore, Registration
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 
 log = logging.getLogger(__name__)
 MAX_PRODUCER_EPOCH = 32767
@@ -74,6 +75,7 @@ class CoordinatorRuntime:
         self.keys = store.keys
         self.instance = instance
         self.address = address
+        self.client_address = ""  # secure clusters: the TLS port clients connect to (owner records carry it)
         self.config = config
         self.clock = clock
         self.registration: Registration | None = None
@@ -178,7 +180,7 @@ class CoordinatorRuntime:
         if stub is None:
             ch = self._channels.get(address)
             if ch is None:
-                ch = self._channels[address] = grpc.aio.insecure_channel(address)
+                ch = self._channels[address] = aio_channel(address)
             stub = self._stubs[address] = pb_grpc.BrokerStub(ch)
         return stub
 
@@ -251,7 +253,9 @@ class CoordinatorRuntime:
         t = self.store.client.transactions
         ok, _ = await self.store.client.transaction(
             compare=[self.store.cmp_absent(owner_key), guard],
-            success=[t.put(owner_key, _json({"owner": self.instance, "address": self.address, "producer_epoch": epoch}),
+            success=[t.put(owner_key, _json({"owner": self.instance, "address": self.address, "producer_epoch": epoch,
+                                              **({"client_address": self.client_address} if self.client_address
+                                                 else {})}),
                            lease=self.registration.lease),
                      self.store.op_put(producer_key, {"producer_id": pid, "producer_epoch": epoch})],
             failure=[])

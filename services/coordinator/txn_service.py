@@ -48,6 +48,7 @@ from shared.proto import coordinator_pb2 as cpb
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import aio_channel
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ class MarkerSender:
     def stub(self, address: str) -> pb_grpc.BrokerStub:
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            ch = self._channels[address] = aio_channel(address)
         return pb_grpc.BrokerStub(ch)
 
     async def send(self, plan: MarkerPlan, partitions: set[TopicPartition], coordinator_epoch: int,
@@ -312,6 +313,10 @@ class TxnService:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: (id of the PartitionRuntime, transactional id) whose markers are being written
         self._finishing: set[tuple[int, str]] = set()
+        #: the process's ServiceSecurity (set by the service at start; None or disabled: allow all) and the
+        #: Access built over it (``services.coordinator.authz.access_of``)
+        self.security: Any = None
+        self._access: Any = None
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -462,7 +467,7 @@ class TxnService:
         version = m.client_version if m is not None else 0
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = grpc.aio.insecure_channel(address)
+            ch = self._channels[address] = aio_channel(address)
         req = cpb.CompleteTxnOffsetsRequest(
             transactional_id=plan.transactional_id, producer_id=plan.producer_id, producer_epoch=plan.producer_epoch,
             committed=plan.commit, transaction_version=version, offsets_partition=offsets_partition)

@@ -20,6 +20,7 @@ import grpc
 from prometheus_client import REGISTRY
 from pydantic import Field
 
+from services.quota.authz import add_to_server as add_quota_to_server
 from services.quota.decider import Decision, QuotaDecider
 from services.quota.metrics import QuotaCollector
 from shared.metadata.store import Snapshot
@@ -88,7 +89,7 @@ class Quota(RegisteredService[QuotaSettings]):
         servicer = QuotaServicer(self)
         if self.settings.metrics_port >= 0:
             REGISTRY.register(QuotaCollector(lambda: servicer.totals, lambda: self.active))
-        qpb_grpc.add_QuotaServiceServicer_to_server(servicer, server)
+        add_quota_to_server(servicer, server, security_of=lambda: self.security)  # rules: services/quota/authz.py
 
     async def start(self) -> None:
         await super().start()

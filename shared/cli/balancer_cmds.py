@@ -15,7 +15,7 @@ from typing import Any
 import click
 import httpx
 
-from shared.cli.connect import cluster_options, resolve
+from shared.cli.connect import cluster_options, http_request, resolve
 
 
 def _url(bootstrap: str | None, rest: str | None, data_dir: str) -> str:
@@ -27,7 +27,7 @@ def _url(bootstrap: str | None, rest: str | None, data_dir: str) -> str:
 
 def _call(method: str, url: str) -> Any:
     try:
-        resp = httpx.request(method, url, timeout=30)
+        resp = http_request(method, url, timeout=30)
     except httpx.HTTPError as exc:
         raise click.ClickException(f"{url}: {exc}") from None
     if resp.status_code >= 400:

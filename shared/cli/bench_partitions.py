@@ -40,6 +40,7 @@ from shared.cli.launcher import ClusterSpec, LocalCluster
 from shared.client import Consumer, Producer, TopicPartition
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
+from shared.security.transport import sync_channel
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: A broker has settled after a restart once its CPU stays under this (% of a core) ...
@@ -78,7 +79,7 @@ def _until(pred: Any, timeout: float, what: str) -> float:
 
 def _all_led(lc: LocalCluster, topic: str, partitions: int) -> bool:
     for proc in (p for p in lc.procs if p.role == "broker"):
-        with grpc.insecure_channel(proc.address) as ch:
+        with sync_channel(proc.address) as ch:
             t = pb_grpc.BrokerStub(ch).Metadata(pb.MetadataRequest(topics=[topic]), timeout=10).topics[0]
         if len(t.partitions) != partitions or any(p.leader < 0 for p in t.partitions):
             return False

@@ -22,6 +22,7 @@ from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
+from shared.security.transport import sync_channel
 
 TYPES = {"produce": (0, "producer_byte_rate"), "consume": (1, "consumer_byte_rate")}
 
@@ -30,7 +31,7 @@ def broker_usage(addresses: list[str], client_id: str, qtype: int) -> float | No
     """What the brokers reported for the client id so far (summed), from the active quota instance."""
     for address in addresses:
         try:
-            with grpc.insecure_channel(address) as ch:
+            with sync_channel(address) as ch:
                 resp = qpb_grpc.QuotaServiceStub(ch).DescribeUsage(qpb.DescribeUsageRequest(client_id=client_id),
                                                                   timeout=2)
         except grpc.RpcError:

@@ -20,7 +20,7 @@ import click
 import httpx
 from rich.table import Table
 
-from shared.cli.connect import cluster_options, data_dir_option, resolve
+from shared.cli.connect import cluster_options, data_dir_option, http_request, resolve, settings_for, use_settings
 from shared.cli.console import out_console
 from shared.cli.launcher import ClusterSpec, LaunchError, LocalCluster, read_cluster_file, write_cluster_file
 from shared.cli.processes import is_same_process
@@ -40,7 +40,7 @@ def _rest(bootstrap: str | None, rest: str | None, data_dir: str) -> str:
 
 def _get(url: str) -> Any:
     try:
-        resp = httpx.get(url, timeout=30)
+        resp = http_request("GET", url, timeout=30)
     except httpx.HTTPError as exc:
         raise click.ClickException(f"{url}: {exc}") from None
     if resp.status_code >= 400:
@@ -133,11 +133,12 @@ def add(data_dir: str, count: int, rack: str | None, timeout: float) -> None:
 
 def _registered_brokers(info: dict[str, Any]) -> list[int]:
     """Broker ids the controller knows (a broker started by hand may hold an id cluster.json lacks)."""
+    use_settings(settings_for(info))
     for url in info.get("rest_urls") or [info.get("rest")]:
         if not url:
             continue
         try:
-            return [int(b["id"]) for b in httpx.get(f"{url}/v1/cluster", timeout=5).json()["brokers"]]
+            return [int(b["id"]) for b in http_request("GET", f"{url}/v1/cluster", timeout=5).json()["brokers"]]
         except (httpx.HTTPError, ValueError, KeyError):
             continue
     return []

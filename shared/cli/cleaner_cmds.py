@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.cli.connect import bootstrap_servers, client_security, cluster_options
 from shared.client.cleaner_status import broker_addresses, cleaner_status
 
 
@@ -40,7 +40,9 @@ def only_topics(report: list[dict[str, Any]], topics: tuple[str, ...]) -> list[d
 @click.option("--json", "as_json", is_flag=True)
 def status(bootstrap: str | None, rest: str | None, data_dir: str, topics: tuple[str, ...], as_json: bool) -> None:
     """Jobs in progress, per-log dirty ratio and compaction delay, quarantined logs (every broker)."""
-    report = only_topics(cleaner_status(broker_addresses(bootstrap_servers(bootstrap, rest, data_dir))), topics)
+    servers = bootstrap_servers(bootstrap, rest, data_dir)
+    security = client_security()
+    report = only_topics(cleaner_status(broker_addresses(servers, security), security), topics)
     if as_json:
         click.echo(json.dumps(report))
         return

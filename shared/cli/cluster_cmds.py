@@ -84,17 +84,24 @@ def _check_service_environment() -> None:
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for health")
 @click.option("--monitoring", is_flag=True, help="also start a local Prometheus (127.0.0.1, free port) scraping "
                                                  "every service's /metrics, and print its URL")
+@click.option("--secure", is_flag=True,
+              help="TLS on every door (mutual TLS between services, etcd with client certificates), SCRAM users, "
+                   "ACLs enforced: creates a CA, a certificate per service and the admin credential in "
+                   "<data dir>/pki (no web console)")
 def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators: int, cleaners: int,
        quotas: int, cluster: str, session_timeout_ms: int, racks: tuple[str, ...], timeout: float,
-       monitoring: bool = False, consoles: int = 1) -> None:
+       monitoring: bool = False, consoles: int = 1, secure: bool = False) -> None:
     """Start etcd and every Tidelog service on 127.0.0.1.
+
+    Plaintext by default (anyone who can reach 127.0.0.1 can do anything); `--secure` for TLS,
+    authentication and ACLs.
 
     The services also read any other TIDELOG_* variable of this environment (e.g. TIDELOG_LOG_LEVEL);
     a bad value is refused here, before anything starts.
     """
     _check_service_environment()
     spec = ClusterSpec(data_dir, controllers, brokers, coordinators, cleaners, quotas, cluster,
-                       session_timeout_ms, list(racks), monitoring=monitoring, consoles=consoles)
+                       session_timeout_ms, list(racks), monitoring=monitoring, consoles=consoles, secure=secure)
     lc = LocalCluster(spec, detach=detach)
     console = Console(stderr=True)
     try:
@@ -102,6 +109,7 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
             info = lc.start(timeout)
     except LaunchError as exc:
         raise click.ClickException(str(exc)) from None
+    click.echo(how_to_connect(info))
     if info.get("prometheus"):
         click.echo(f"Prometheus {info['prometheus']} (scraping every service every {SCRAPE_INTERVAL_S} s)")
     if info.get("console"):
@@ -133,6 +141,28 @@ def up(data_dir: str, detach: bool, controllers: int, brokers: int, coordinators
         lc.stop()
         os.unlink(os.path.join(lc.data_dir, "cluster.json"))
         console.print("stopped")
+
+
+def how_to_connect(info: dict[str, Any]) -> str:
+    """One line for a plaintext cluster; for a secure one, where the credentials are and how to use them."""
+    sec = info.get("security")
+    if not sec:
+        return ("security: PLAINTEXT on 127.0.0.1 (no TLS, no authentication, no ACLs: anyone on this host can "
+                "do anything; `tidelog up --secure` for TLS, SCRAM and ACLs)")
+    return "\n".join([
+        "security: SSL — TLS on every door, mutual TLS between services and to etcd, ACLs enforced "
+        "(allow.everyone.if.no.acl.found=false)",
+        f"  CA certificate      {sec['ca']}",
+        f"  admin (SCRAM)       user {sec['admin_user']}, password in {sec['admin_password_file']} (0600)",
+        f"  admin certificate   {sec['admin_cert']} / {sec['admin_key']}",
+        f"  REST API            {info.get('rest')} (HTTP Basic with a SCRAM user), e.g.",
+        f"      curl --cacert {sec['ca']} -u {sec['admin_user']}:$(cat {sec['admin_password_file']}) "
+        f"{info.get('rest')}/v1/cluster",
+        "  tidelog CLI         uses the admin from cluster.json (or TIDELOG_SASL_USERNAME / TIDELOG_SASL_PASSWORD)",
+        "  Python client       security_protocol='SASL_SSL', sasl_mechanism='SCRAM-SHA-512', "
+        f"sasl_plain_username='{sec['admin_user']}', sasl_plain_password=<the file>, ssl_cafile='{sec['ca']}'",
+        "  add users and ACLs  tidelog users create NAME --password P; tidelog acls add --allow-principal User:NAME ...",
+    ])
 
 
 @click.command()

@@ -22,13 +22,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-import grpc
-
 from shared.cli.bench_partitions import cpu_seconds
 from shared.cli.launcher import ClusterSpec, LocalCluster, Proc, stop_processes
 from shared.client import Admin, Producer
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
+from shared.security.transport import sync_channel
 
 ENV = {"TIDELOG_LOG_CLEANER_BACKOFF_MS": "100", "TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
 
@@ -49,7 +48,7 @@ class ClusterCompactBench:
 
 
 def _status(address: str) -> cpb.CleanerStatusResponse:
-    with grpc.insecure_channel(address) as ch:
+    with sync_channel(address) as ch:
         return cgrpc.LogCleanerStub(ch).CleanerStatus(cpb.CleanerStatusRequest(), timeout=10)
 
 

@@ -6,21 +6,33 @@ then records everything in ``<data dir>/cluster.json``. ``stop()`` stops
 brokers and the other services first, controllers next (so a broker's
 controlled shutdown finds its controller), etcd last, each group waited for,
 and SIGKILLs whatever does not exit in time (see ``shared.cli.processes``).
+
+``ClusterSpec(secure=True)`` (``tidelog up --secure``) first writes a CA, one certificate per service and an
+admin client certificate to ``<data dir>/pki`` (``shared.security.certs``), runs etcd with TLS and
+``--client-cert-auth``, starts every service with ``TIDELOG_SECURITY_PROTOCOL=SSL`` and its own
+certificate, creates the SCRAM user ``admin`` (its random password in ``<data dir>/pki/admin.password``,
+0600) and records in ``cluster.json``'s ``security`` what a client needs. No web console then: it would be
+an unauthenticated door onto the admin API.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import sysconfig
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any
 
 import grpc
@@ -31,6 +43,14 @@ from shared.cli.processes import ROLE_ORDER, is_same_process, start_time, stop_p
 from shared.cli.processes import pid_alive as pid_alive  # re-exported: tests and tools import it from here
 from shared.client.discovery import CLUSTER_FILE, read_cluster_file
 from shared.monitoring import prometheus_argv, prometheus_binary, scrape_config, write_config
+from shared.security import certs
+from shared.security.transport import TlsFiles, current, sync_channel
+
+#: The admin principal of a secure local cluster: the SCRAM user and the client certificate's CN.
+ADMIN_USER = "admin"
+#: Client certificates (OU=tidelog-client) map to their CN, so the admin certificate and the SCRAM user
+#: ``admin`` are one principal, ``User:admin``; service certificates keep their DN (Kafka's DEFAULT).
+SECURE_MAPPING_RULES = "RULE:^CN=([^,]+),OU=tidelog-client$/$1/,DEFAULT"
 
 #: The module each role runs; compose runs the same entrypoints (tested).
 ROLE_MODULES: dict[str, str] = {
@@ -61,6 +81,7 @@ class ClusterSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     monitoring: bool = False  # also run a local Prometheus scraping every /metrics (shared.monitoring)
     consoles: int = 0  # web consoles (services/console); `tidelog up` starts one by default
+    secure: bool = False  # TLS everywhere, authentication, ACLs (`tidelog up --secure`)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -105,9 +126,21 @@ def etcd_binary() -> str:
     return path
 
 
-def grpc_healthy(address: str, timeout: float = 1.0) -> bool:
+def env_tls() -> TlsFiles | None:
+    """The TLS files of a ``TIDELOG_SECURITY_PROTOCOL=SSL`` environment (a container's health check)."""
+    if os.environ.get("TIDELOG_SECURITY_PROTOCOL", "").upper() != "SSL":
+        return None
+    ca, cert, key = (os.environ.get(f"TIDELOG_SSL_{n}") for n in ("CAFILE", "CERTFILE", "KEYFILE"))
+    return TlsFiles(ca, cert, key) if ca and cert and key else None
+
+
+def grpc_healthy(address: str, timeout: float = 1.0, tls: TlsFiles | None | EllipsisType = ...) -> bool:
+    """gRPC health SERVING? ``tls``: the files for a secure service's internal port (a certificate the CA
+    signed); by default the process's (``transport.configure``) or the environment's."""
+    if tls is ...:
+        tls = current() or env_tls()
     try:
-        with grpc.insecure_channel(address) as ch:
+        with sync_channel(address, tls=tls) as ch:
             reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
             return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
@@ -129,12 +162,99 @@ class LocalCluster:
         # by a small watcher), instead of running on as orphans.
         self._lifeline: tuple[int, int] | None = None if detach else os.pipe()
         self._etcd_watcher: subprocess.Popen[bytes] | None = None
+        self.pki_dir = os.path.join(self.data_dir, "pki")
+        self.pki: certs.ClusterPki | None = None  # secure only
+        self.etcd_health_url = ""
+
+    # -- security (secure clusters) ---------------------------------------------------------
+
+    @property
+    def secure(self) -> bool:
+        return self.spec.secure
+
+    @property
+    def admin_tls(self) -> TlsFiles | None:
+        """The admin client certificate (internal ports, etcd), None when plaintext."""
+        if self.pki is None:
+            return None
+        admin = self.pki.clients[ADMIN_USER]
+        return TlsFiles(self.pki.ca.cert, admin.cert, admin.key)
+
+    @property
+    def admin_password_file(self) -> str:
+        return os.path.join(self.pki_dir, f"{ADMIN_USER}.password")
+
+    def _create_pki(self) -> None:
+        """A fresh CA and certificates for every planned service, etcd and the admin."""
+        services = [(role, i) for role in ROLE_ORDER for i in range(1, self.spec.counts()[role] + 1)]
+        self.pki = certs.create_cluster_pki(self.pki_dir, [*services, ("etcd", "server")], (ADMIN_USER,))
+
+    def service_tls(self, role: str, ident: int | str) -> TlsFiles:
+        """The certificate of ``<role>-<ident>``, issued now if the cluster grew past its plan."""
+        assert self.pki is not None
+        name = certs.service_common_name(role, ident)
+        paths = self.pki.services.get(name)
+        if paths is None:
+            ca = certs.load_ca(self.pki.ca)
+            paths = self.pki.services[name] = certs.write_pem(self.pki_dir, name, certs.issue_service(ca, role, ident))
+        return TlsFiles(self.pki.ca.cert, paths.cert, paths.key)
+
+    def super_users(self) -> str:
+        """Kafka's ``super.users``: the admin and every service certificate's principal."""
+        assert self.pki is not None
+        names = sorted(n for n in self.pki.services if not n.startswith("etcd-"))
+        return ";".join([f"User:{ADMIN_USER}", *(f"User:CN={n},OU={certs.SERVICE_OU}" for n in names)])
+
+    def security_env(self, role: str, ident: int | str) -> dict[str, str]:
+        if not self.secure:
+            return {}
+        tls = self.service_tls(role, ident)
+        return {
+            "TIDELOG_SECURITY_PROTOCOL": "SSL",
+            "TIDELOG_SSL_CAFILE": tls.cafile,
+            "TIDELOG_SSL_CERTFILE": tls.certfile or "",
+            "TIDELOG_SSL_KEYFILE": tls.keyfile or "",
+            "TIDELOG_SUPER_USERS": self.super_users(),
+            "TIDELOG_SSL_PRINCIPAL_MAPPING_RULES": SECURE_MAPPING_RULES,
+            "TIDELOG_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "false",
+        }
+
+    def _create_admin_user(self) -> None:
+        """The SCRAM user ``admin`` (SHA-256 and SHA-512) with a fresh random password, kept 0600."""
+        from shared.metadata.store import MetadataStore
+        from shared.security.acl_store import SecurityStore
+
+        password = secrets.token_urlsafe(24)
+        host, _, port = self.etcd_endpoint.rpartition(":")
+
+        async def create() -> None:
+            store = MetadataStore((host, int(port)), self.spec.cluster, tls=self.admin_tls)
+            await store.connect(wait_s=10)
+            try:
+                users = SecurityStore(store)
+                for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                    await users.upsert_user(ADMIN_USER, password, mech)
+            finally:
+                await store.close()
+
+        with ThreadPoolExecutor(1) as pool:  # asyncio.run needs a thread without a running loop
+            pool.submit(asyncio.run, create()).result()
+        write_secret(self.admin_password_file, password + "\n")
+
+    def security_info(self) -> dict[str, Any] | None:
+        """``cluster.json``'s ``security``: what a client needs to connect."""
+        if self.pki is None:
+            return None
+        admin = self.pki.clients[ADMIN_USER]
+        return {"protocol": "SSL", "ca": self.pki.ca.cert, "admin_user": ADMIN_USER,
+                "admin_password_file": self.admin_password_file, "admin_cert": admin.cert, "admin_key": admin.key,
+                "sasl_mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"]}
 
     # -- starting ---------------------------------------------------------------------
 
-    def _spawn(self, role: str, ident: str, argv: list[str]) -> Proc:
+    def _spawn(self, role: str, ident: str, argv: list[str], env_extra: dict[str, str] | None = None) -> Proc:
         log_path = os.path.join(self.log_dir, f"{role}-{ident}.log")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.extra_env}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.extra_env, **(env_extra or {})}
         pass_fds: tuple[int, ...] = ()
         if self._lifeline is not None and role != "etcd":
             pass_fds = (self._lifeline[0],)
@@ -158,20 +278,30 @@ class LocalCluster:
         return proc
 
     def _start_etcd(self) -> Proc:
-        client, peer = free_port(), free_port()
+        client, peer, metrics = free_port(), free_port(), free_port()
         self.etcd_endpoint = f"127.0.0.1:{client}"
+        scheme = "https" if self.secure else "http"
         argv = [
             etcd_binary(),
             "--name", "tidelog",
             "--data-dir", os.path.join(self.data_dir, "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{client}",
-            "--advertise-client-urls", f"http://127.0.0.1:{client}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"tidelog=http://127.0.0.1:{peer}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+            "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
+            "--listen-peer-urls", f"{scheme}://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"{scheme}://127.0.0.1:{peer}",
+            "--initial-cluster", f"tidelog={scheme}://127.0.0.1:{peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{metrics}",  # /metrics and /health only
             "--log-level", "warn",
         ]
+        self.etcd_health_url = f"http://127.0.0.1:{metrics}/health"
+        if self.secure:  # clients and the peer port: TLS, and a certificate the cluster's CA signed
+            tls = self.service_tls("etcd", "server")
+            argv += [
+                "--cert-file", tls.certfile or "", "--key-file", tls.keyfile or "",
+                "--client-cert-auth", "--trusted-ca-file", tls.cafile,
+                "--peer-cert-file", tls.certfile or "", "--peer-key-file", tls.keyfile or "",
+                "--peer-client-cert-auth", "--peer-trusted-ca-file", tls.cafile,
+            ]
         proc = self._spawn("etcd", "etcd", argv)
         proc.address = self.etcd_endpoint
         if self._lifeline is not None:  # etcd cannot watch a pipe: a shell does it for etcd
@@ -184,7 +314,7 @@ class LocalCluster:
 
     def _wait_etcd(self, proc: Proc, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        url = f"http://{self.etcd_endpoint}/health"
+        url = self.etcd_health_url or f"http://{self.etcd_endpoint}/health"
         while time.monotonic() < deadline:
             if proc.popen is not None and proc.popen.poll() is not None:
                 raise LaunchError(f"etcd exited with {proc.popen.returncode}; see {proc.log_path}")
@@ -214,7 +344,7 @@ class LocalCluster:
         ready = os.path.join(self.run_dir, f"{role}-{ident}.json")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ready)
-        return self._spawn(role, str(ident), self.service_argv(role, ident, port))
+        return self._spawn(role, str(ident), self.service_argv(role, ident, port), self.security_env(role, ident))
 
     def start_console(self, ident: int, http_port: int = 0) -> Proc:
         """Start a web console: a client of the controllers' REST API and the brokers' gRPC API (no etcd)."""
@@ -263,15 +393,20 @@ class LocalCluster:
         for d in (self.data_dir, self.run_dir, self.log_dir):
             os.makedirs(d, exist_ok=True)
         try:
+            if self.secure:
+                self._create_pki()
             etcd = self._start_etcd()
             self._wait_etcd(etcd, timeout)
+            if self.secure:
+                self._create_admin_user()
             started = [
                 self.start_service(role, i)
                 for role in ROLE_ORDER
                 for i in range(1, self.spec.counts()[role] + 1)
             ]
             self.wait_ready(started, timeout - (time.monotonic() - t0))
-            consoles = [self.start_console(i) for i in range(1, self.spec.consoles + 1)]
+            # no console on a secure cluster: it would be an unauthenticated door onto the admin API
+            consoles = [self.start_console(i) for i in range(1, (0 if self.secure else self.spec.consoles) + 1)]
             self.wait_ready(consoles, timeout - (time.monotonic() - t0))
             if self.spec.monitoring:
                 self._start_prometheus(timeout - (time.monotonic() - t0))
@@ -321,6 +456,7 @@ class LocalCluster:
             "startup_s": round(self.startup_s, 2),
             "launcher": {"pid": os.getpid(), "start_time": start_time(os.getpid()), "detached": self.detach},
             "processes": [p.as_dict() for p in self.procs],
+            **({"security": sec} if (sec := self.security_info()) is not None else {}),
         }
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -337,6 +473,32 @@ class LocalCluster:
             for fd in self._lifeline:
                 os.close(fd)
             self._lifeline = None
+
+
+def _status_credentials(info: dict[str, Any]) -> tuple[TlsFiles | None, dict[str, Any]]:
+    """The admin's credentials from ``cluster.json``'s ``security``: TLS files for the internal gRPC ports
+    and httpx options (the CA, HTTP Basic) for the REST API. Plaintext: none."""
+    sec = info.get("security")
+    if not sec:
+        return None, {}
+    tls = TlsFiles(sec["ca"], sec.get("admin_cert"), sec.get("admin_key"))
+    http: dict[str, Any] = {"verify": ssl.create_default_context(cafile=sec["ca"])}
+    with contextlib.suppress(OSError, KeyError):
+        with open(sec["admin_password_file"]) as f:
+            http["auth"] = (sec["admin_user"], f.read().strip())
+    return tls, http
+
+
+def write_secret(path: str, text: str) -> None:
+    """Write ``text`` readable by its owner only (0600 from the first byte), replacing the file atomically."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def tail(path: str, lines: int = 15) -> str:
@@ -357,14 +519,16 @@ def write_cluster_file(data_dir: str, info: dict[str, Any]) -> None:
 def cluster_status(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any]:
     """Liveness of every process plus the REST API's view (active controller, epoch)."""
     procs = []
+    tls, http = _status_credentials(info)
     for p in info["processes"]:
         alive = is_same_process(p)
-        healthy = alive and (p["role"] in ("etcd", "prometheus") or grpc_healthy(p["address"], timeout=timeout / 2))
+        healthy = alive and (p["role"] in ("etcd", "prometheus")
+                             or grpc_healthy(p["address"], timeout=timeout / 2, tls=tls))
         procs.append({**p, "alive": alive, "healthy": healthy})
     view = None
     for url in info.get("rest_urls", []):
         try:
-            view = httpx.get(f"{url}/v1/cluster", timeout=timeout).json()
+            view = httpx.get(f"{url}/v1/cluster", timeout=timeout, **http).json()
             break
         except (httpx.HTTPError, ValueError):
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shared.cli.acls import acls
 from shared.cli.balancer_cmds import balancer
 from shared.cli.bench import bench_consume, bench_produce
 from shared.cli.bench_failover import bench_failover
@@ -24,6 +25,7 @@ from shared.cli.reassign import decommission, reassign
 from shared.cli.top import top
 from shared.cli.topics import topics
 from shared.cli.transactions import transactions
+from shared.cli.users import users
 from shared.runtime import tune_allocator
 
 
@@ -51,6 +53,8 @@ cli.add_command(top)
 cli.add_command(groups)
 cli.add_command(transactions)
 cli.add_command(quotas)
+cli.add_command(acls)
+cli.add_command(users)
 cli.add_command(produce)
 cli.add_command(consume)
 bench.add_command(bench_produce)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import click
 
-from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.cli.connect import bootstrap_servers, client_settings, cluster_options
 from shared.cli.wording import plural
 from shared.client import Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
@@ -40,7 +40,7 @@ def produce(topic: str, key_separator: str | None, acks: str, partition: int | N
         raise click.BadParameter("must be larger than --linger-ms", param_hint="--delivery-timeout-ms")
     producer = Producer(servers, acks=acks, compression_type=compression, linger_ms=linger_ms,
                         max_block_ms=max_block_ms, delivery_timeout_ms=delivery_timeout_ms,
-                        request_timeout_ms=request_timeout_ms)
+                        request_timeout_ms=request_timeout_ms, **client_settings())
     futures = []
     try:
         for line in sys.stdin.buffer:
@@ -93,7 +93,7 @@ def consume(topic: str, from_beginning: bool, partition: int | None, offset: int
     if group is not None:
         consume_group(servers, topic, group, group_instance_id, reset, max_messages, timeout_ms, print_key, print_offset)
         return
-    consumer = Consumer(servers, auto_offset_reset=reset)
+    consumer = Consumer(servers, auto_offset_reset=reset, **client_settings())
     out = sys.stdout.buffer
     count = 0
     try:
@@ -184,7 +184,7 @@ def consume_group(servers: str, topic: str, group: str, instance_id: str | None,
                   timeout_ms: int | None, print_key: bool, print_offset: bool) -> None:
     """``consume --group``: subscribe, print, commit after printing each batch (at least once)."""
     consumer = Consumer(servers, group_id=group, group_instance_id=instance_id, auto_offset_reset=reset,
-                        enable_auto_commit=False)
+                        enable_auto_commit=False, **client_settings())
     out = sys.stdout.buffer
     with sigterm_as_interrupt():
         count = _consume_group_loop(consumer, topic, max_messages, timeout_ms, print_key, print_offset, out)

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from shared.cli.connect import cluster_options, resolve
+from shared.cli.connect import client_settings, cluster_options, resolve
 from shared.client.admin import Admin
 from shared.errors import TidelogError
 
@@ -63,7 +63,7 @@ def parse_entity(args: list[str]) -> tuple[dict[str, str | None], list[str]]:
 def _admin(bootstrap: str | None, rest: str | None, data_dir: str) -> Admin:
     b, r = resolve(bootstrap, rest, data_dir)
     try:
-        return Admin(b, rest_url=r)
+        return Admin(b, rest_url=r, **client_settings())
     except TidelogError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import httpx
-
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -35,7 +33,9 @@ def _url(target: Any) -> str:
 
 
 def _patch(url: str, path: str, configs: dict[str, Any], timeout: float) -> None:
-    resp = httpx.patch(url + path, json={"configs": configs}, timeout=timeout)
+    from shared.cli.connect import http_request  # the CLI's REST credentials (the controller imports this module)
+
+    resp = http_request("PATCH", url + path, json={"configs": configs}, timeout=timeout)
     if resp.status_code >= 400:
         try:
             body = resp.json()

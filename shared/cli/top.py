@@ -14,7 +14,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from shared.cli.connect import cluster_options
+from shared.cli.connect import client_settings, cluster_options
 from shared.cli.console import out_console
 from shared.client.discovery import read_cluster_file
 from shared.metrics import Samples, scrape
@@ -30,7 +30,7 @@ def endpoints(data_dir: str, bootstrap: str | None, rest: str | None) -> list[tu
     from shared.client import Admin
 
     try:
-        with Admin(bootstrap, rest_url=rest) as admin:
+        with Admin(bootstrap, rest_url=rest, **client_settings(data_dir)) as admin:
             view = admin.cluster()
     except Exception as exc:
         raise click.ClickException(f"cannot read the cluster's members: {exc}") from None

@@ -9,7 +9,7 @@ import click
 import httpx
 from rich.table import Table
 
-from shared.cli.connect import cluster_options, resolve
+from shared.cli.connect import client_settings, cluster_options, resolve
 from shared.cli.console import out_console
 from shared.cli.wording import plural
 from shared.client.admin import Admin
@@ -19,7 +19,7 @@ from shared.errors import TidelogError
 def _admin(bootstrap: str | None, rest: str | None, data_dir: str) -> Admin:
     b, r = resolve(bootstrap, rest, data_dir)
     try:
-        return Admin(b, rest_url=r)
+        return Admin(b, rest_url=r, **client_settings())
     except TidelogError as exc:
         raise click.ClickException(str(exc)) from None
 

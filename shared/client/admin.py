@@ -13,25 +13,35 @@ from typing import Any
 import httpx
 
 from shared.client.cluster import ClusterClient
+from shared.client.security import authentication_failed, client_security, http_options
 from shared.errors import ErrorCode, TidelogError
 
 
 class Admin:
+    """kafka-python's security settings apply to both sides: the brokers' gRPC (discovering the controller)
+    and the controller's REST API (HTTPS verified with ``ssl_cafile``; HTTP Basic with the SASL user;
+    the client certificate when given)."""
+
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *, rest_url: str | None = None,
-                 timeout: float = 30.0, client_id: str = "tidelog-admin") -> None:
+                 timeout: float = 30.0, client_id: str = "tidelog-admin", security_protocol: str = "PLAINTEXT",
+                 sasl_mechanism: str | None = None, sasl_plain_username: str | None = None,
+                 sasl_plain_password: str | None = None, ssl_cafile: str | None = None,
+                 ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:
         if rest_url is None and bootstrap_servers is None:
             raise ValueError("give bootstrap_servers or rest_url")
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self.timeout = timeout
+        self.security = client_security(security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+                                        ssl_cafile, ssl_certfile, ssl_keyfile)
         self.rest_url = (rest_url or self._discover(wait_s=15.0)).rstrip("/")
-        self._http = httpx.Client(timeout=timeout)
+        self._http = httpx.Client(timeout=timeout, **http_options(self.security))
 
     def _discover(self, wait_s: float = 0.0) -> str:
         """The active controller's REST URL, as the brokers advertise it."""
         assert self.bootstrap_servers is not None
         deadline = time.monotonic() + wait_s
-        cluster = ClusterClient(self.bootstrap_servers, self.client_id)
+        cluster = ClusterClient(self.bootstrap_servers, self.client_id, security=self.security)
         try:
             while True:
                 rest = cluster.refresh().controller_rest
@@ -61,6 +71,8 @@ class Admin:
                 self.rest_url = self._discover(wait_s=1.0).rstrip("/")
             except TidelogError:
                 continue
+        if resp.status_code == 401:  # no or a wrong credential (Kafka's SaslAuthenticationException)
+            raise authentication_failed(f"{method} {path}: authentication failed (HTTP 401)")
         if resp.status_code >= 400:
             try:
                 body = resp.json()

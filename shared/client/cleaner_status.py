@@ -1,9 +1,13 @@
 """Compaction status of a cluster, read from every broker's LogCleaner service (CLI and REST).
 
-Blocking gRPC calls; callers on an event loop run ``cleaner_status`` in a thread.
+Blocking gRPC calls; callers on an event loop run ``cleaner_status`` in a thread. A client (the CLI) passes
+its ``ClientSecurity``; without one the channels are the process's (``shared.security.transport``: TLS with
+the service's certificate in a secure service, plaintext otherwise).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -12,13 +16,24 @@ from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 
+if TYPE_CHECKING:
+    from shared.client.security import ClientSecurity
 
-def broker_addresses(bootstrap: str) -> list[str]:
+
+def _channel(address: str, security: ClientSecurity | None) -> grpc.Channel:
+    if security is not None:
+        return security.channel(address)
+    from shared.security import transport  # the process's TLS files, if any
+
+    return transport.sync_channel(address)
+
+
+def broker_addresses(bootstrap: str, security: ClientSecurity | None = None) -> list[str]:
     """Every broker the cluster's metadata lists (the bootstrap ones if none answers)."""
     seeds = [a.strip() for a in bootstrap.split(",") if a.strip()]
     for seed in seeds:
         try:
-            with grpc.insecure_channel(seed) as ch:
+            with _channel(seed, security) as ch:
                 md = pb_grpc.BrokerStub(ch).Metadata(pb.MetadataRequest(client_id="tidelog-cli"), timeout=5)
             return sorted({b.address for b in md.brokers if b.address}) or seeds
         except grpc.RpcError:
@@ -26,11 +41,11 @@ def broker_addresses(bootstrap: str) -> list[str]:
     return seeds
 
 
-def cleaner_status(addresses: list[str]) -> list[dict[str, object]]:
+def cleaner_status(addresses: list[str], security: ClientSecurity | None = None) -> list[dict[str, object]]:
     out = []
     for address in addresses:
         try:
-            with grpc.insecure_channel(address) as ch:
+            with _channel(address, security) as ch:
                 st = cgrpc.LogCleanerStub(ch).CleanerStatus(cpb.CleanerStatusRequest(), timeout=5)
         except grpc.RpcError as exc:
             out.append({"broker": address, "error": str(exc.code())})

@@ -11,9 +11,11 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
+from shared.client.security import ClientSecurity, authentication_failed
 from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
@@ -80,8 +82,9 @@ class BrokerClientStub(pb_grpc.BrokerStub):
 
 class ClusterClient:
     def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str, request_timeout_ms: int = 30_000,
-                 metadata_max_age_ms: int = 300_000) -> None:
+                 metadata_max_age_ms: int = 300_000, security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security  # None: PLAINTEXT (insecure channels, as always)
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000
         self.max_age = metadata_max_age_ms / 1000
@@ -93,11 +96,25 @@ class ClusterClient:
 
     # -- connections ------------------------------------------------------------------------------
 
+    def channel(self, address: str, options: list[tuple[str, Any]] | None = CHANNEL_OPTIONS) -> grpc.Channel:
+        """A new channel to ``address`` with this client's security (TLS, SCRAM session) or plaintext."""
+        if self.security is None:
+            return grpc.insecure_channel(address, options=options)
+        return self.security.channel(address, options=options)
+
+    def check_authentication(self, address: str) -> None:
+        """Raise SASL_AUTHENTICATION_FAILED (58) if the last SCRAM handshake with ``address`` was refused
+        (a wrong password is not retriable)."""
+        if self.security is not None:
+            err = self.security.auth_error(address)
+            if err is not None:
+                raise authentication_failed(f"authentication with {address} failed: {err}")
+
     def stub(self, address: str) -> BrokerClientStub:
         with self._lock:
             stub = self._stubs.get(address)
             if stub is None:
-                ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                ch = self.channel(address)
                 self._channels[address] = ch
                 stub = self._stubs[address] = BrokerClientStub(ch)
             return stub
@@ -164,6 +181,7 @@ class ClusterClient:
                                      timeout=min(self.timeout, 10))
             except grpc.RpcError as exc:
                 last = exc
+                self.check_authentication(addr)
                 if exc.code() == grpc.StatusCode.UNAVAILABLE:
                     self.forget(addr)
                 continue

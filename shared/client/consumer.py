@@ -32,6 +32,7 @@ from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.client.group_member import ConsumerRebalanceListener, GroupMember
 from shared.client.grpc_calls import forget_traceback
+from shared.client.security import client_security
 from shared.client.transactions import ConsumerGroupMetadata
 from shared.errors import (
     CorruptRecordError,
@@ -382,6 +383,13 @@ class Consumer:
         max_poll_interval_ms: int = 300_000,
         group_remote_assignor: str | None = None,
         isolation_level: str = "read_uncommitted",
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be 'earliest', 'latest' or 'none'")
@@ -392,7 +400,10 @@ class Consumer:
         tune_allocator()
         tune_switch_interval()
         tune_gc()
-        self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
+        # kafka-python's security settings (PLAINTEXT: None, the plain channels as always)
+        security = client_security(security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+                                   ssl_cafile, ssl_certfile, ssl_keyfile)
+        self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms, security=security)
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.stats = ConsumerStats()

@@ -41,7 +41,8 @@ def brokers_from_data_dir(data_dir: str | None = None) -> str | None:
     info = read_cluster_file(os.path.abspath(data_dir or default_data_dir()))
     if info is None:
         return None
-    brokers = [p["address"] for p in info.get("processes", []) if p.get("role") == "broker" and p.get("address")]
+    brokers = [p.get("client_address") or p["address"] for p in info.get("processes", [])
+               if p.get("role") == "broker" and p.get("address")]  # client_address: a secure cluster's TLS port
     return ",".join(brokers) or None
 
 

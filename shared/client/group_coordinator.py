@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from shared.client.cluster import CHANNEL_OPTIONS, ClusterClient
+from shared.client.cluster import ClusterClient
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import tidelog_pb2 as pb
@@ -43,6 +43,7 @@ class GroupCoordinatorClient:
                 resp = stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=[self.group_id]), timeout=5)
             except grpc.RpcError as exc:
                 last = str(exc.code())
+                self.cluster.check_authentication(addr)
                 continue
             c = resp.coordinators[0]
             if c.error_code == 0 and c.address:
@@ -58,7 +59,7 @@ class GroupCoordinatorClient:
         with self._lock:
             if self._stub is None:
                 self._address = self.find()
-                self._channel = grpc.insecure_channel(self._address, options=CHANNEL_OPTIONS)
+                self._channel = self.cluster.channel(self._address)
                 self._stub = cpb_grpc.GroupCoordinatorStub(self._channel)
             return self._stub
 

@@ -34,6 +34,7 @@ from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhas
 from shared.client.produce_connection import InFlight, ProduceConnection
 from shared.client.producer_batch import ProducerBatch, record_too_large
 from shared.client.retry_policy import RetryPolicy
+from shared.client.security import client_security
 from shared.client.sender import Sender
 from shared.client.transactions import (
     ConsumerGroupMetadata,
@@ -124,6 +125,13 @@ class Producer:
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
         transaction_version: int = 2,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
@@ -151,7 +159,10 @@ class Producer:
         # ``ProducerState``: a transaction manager will take its place there.
         self.batch_size = batch_size
         self.max_block_s = max_block_ms / 1000
-        self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms)
+        # kafka-python's security settings (PLAINTEXT: None, the plain channels as always)
+        security = client_security(security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
+                                   ssl_cafile, ssl_certfile, ssl_keyfile)
+        self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms, security=security)
         self._txn: TransactionManager | None = None
         if transactional_id:
             self._txn = TransactionManager(

@@ -67,7 +67,7 @@ from typing import Any
 
 import grpc
 
-from shared.client.cluster import CHANNEL_OPTIONS, ClusterClient
+from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.client.group_member import first_commit_error
 from shared.client.idempotence import IdempotenceState, SequencedBatch
@@ -302,6 +302,7 @@ class TxnCoordinatorClient:
                 resp = stub.FindCoordinator(pb.FindCoordinatorRequest(
                     group_ids=[self.transactional_id], key_type=COORDINATOR_TYPE_TRANSACTION), timeout=5)
             except grpc.RpcError as exc:
+                self.cluster.check_authentication(addr)
                 last = TidelogError(f"FindCoordinator: {exc.code()}", code=ErrorCode.NETWORK_EXCEPTION)
                 continue
             c = resp.coordinators[0]
@@ -313,7 +314,7 @@ class TxnCoordinatorClient:
     def _current(self) -> tpb_grpc.TransactionCoordinatorStub:
         with self._lock:
             if self._stub is None:
-                self._channel = grpc.insecure_channel(self._find(), options=CHANNEL_OPTIONS)
+                self._channel = self.cluster.channel(self._find())
                 self._stub = tpb_grpc.TransactionCoordinatorStub(self._channel)
             return self._stub
 

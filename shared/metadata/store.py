@@ -23,8 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import aetcd
+import aetcd.client
+import aetcd.rpc
+import aetcd.watcher
 
 from shared.metadata.keys import Keys, prefix_end
+from shared.security.transport import TlsFiles, channel_credentials
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +58,59 @@ class Registration:
     on_lost: Callable[[], None] | None = None
 
 
+class PlainClient(aetcd.Client):
+    """aetcd's client with no timeout on creating a watch. aetcd's ``Watcher`` matches "created" answers to
+    the one pending create: when a create times out under load and its answer comes late, that answer is
+    taken for the *next* watch's create, which then follows a cancelled watch id and never sees an event
+    (seen: the ACL watch went deaf after the users watch timed out). Without the timeout a create waits for
+    its own answer; a broken stream still ends it with an error, and ``_watch_loop`` starts over."""
+
+    async def connect(self) -> None:
+        await super().connect()
+        if self._watcher is not None:
+            self._watcher._timeout = None
+
+
+class TlsClient(aetcd.Client):
+    """aetcd's client over TLS with a client certificate (etcd's ``--client-cert-auth``): aetcd 1.0's
+    ``connect`` always opens an insecure channel, so this one builds the secure channel itself and
+    otherwise does what aetcd's does (no etcd user/password auth: the certificate is the credential)."""
+
+    def __init__(self, *args: Any, tls: TlsFiles, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tls = tls
+
+    @aetcd.client._handle_errors
+    async def connect(self) -> None:
+        if self._connected.is_set():
+            return
+        if self._is_connecting:
+            await asyncio.wait_for(self._connected.wait(), self._connect_wait_timeout)
+            return
+        try:
+            self._is_connecting = True
+            target = f"{self._host}:{self._port}"
+            # read the files now: a rotated certificate applies from the next connection on
+            self.channel = aetcd.rpc.secure_channel(target, channel_credentials(self.tls),
+                                                    options=list(self._options.items()))
+            self.kvstub = aetcd.rpc.KVStub(self.channel)
+            self.clusterstub = aetcd.rpc.ClusterStub(self.channel)
+            self.leasestub = aetcd.rpc.LeaseStub(self.channel)
+            self.maintenancestub = aetcd.rpc.MaintenanceStub(self.channel)
+            self._watcher = aetcd.watcher.Watcher(aetcd.rpc.WatchStub(self.channel), timeout=None,
+                                                  metadata=self.metadata)  # see PlainClient
+            self._connected.set()
+        finally:
+            self._is_connecting = False
+
+
 class MetadataStore:
-    def __init__(self, endpoint: tuple[str, int], cluster: str, timeout: int = 5) -> None:
+    def __init__(self, endpoint: tuple[str, int], cluster: str, timeout: int = 5, tls: TlsFiles | None = None) -> None:
         self.host, self.port = endpoint
         self.keys = Keys(cluster)
-        self.client = aetcd.Client(host=self.host, port=self.port, timeout=timeout)
+        self.tls = tls
+        self.client = (PlainClient(host=self.host, port=self.port, timeout=timeout) if tls is None
+                       else TlsClient(host=self.host, port=self.port, timeout=timeout, tls=tls))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._registrations: list[Registration] = []
 

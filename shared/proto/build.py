@@ -13,7 +13,7 @@ from grpc_tools import protoc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROTOS = ["shared/proto/tidelog.proto", "shared/proto/cleaner.proto", "shared/proto/coordinator.proto",
-          "shared/proto/quota.proto", "shared/proto/transactions.proto"]
+          "shared/proto/quota.proto", "shared/proto/transactions.proto", "shared/proto/security.proto"]
 
 
 def generate(out_dir: str = ROOT) -> None:

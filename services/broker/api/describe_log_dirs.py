@@ -2,7 +2,8 @@
 its path, the file system's total and usable bytes — and, per partition replica held here (leader or
 follower), the bytes of its segment files and its offset lag (Kafka's rule for a current log:
 ``max(0, high watermark - log end offset)``). There are no future logs (intra-broker moves), so
-``is_future`` is always false."""
+``is_future`` is always false. ACLs: CLUSTER DESCRIBE (``authorize``; Kafka answers
+``CLUSTER_AUTHORIZATION_FAILED`` with no log dirs)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from services.broker.api import BrokerApi
+from shared.request_context import RequestContext
+from shared.security.access import CLUSTER, DESCRIBE
+from shared.security.acl import CLUSTER_NAME
 from shared.types import TopicPartition
 
 
@@ -29,6 +33,13 @@ class LogDirDescription:
     total_bytes: int = -1
     usable_bytes: int = -1
     replicas: list[ReplicaLog] = field(default_factory=list)
+
+
+def authorize(api: BrokerApi, ctx: RequestContext) -> None:
+    """Raise ``AuthorizationFailed`` (CLUSTER_AUTHORIZATION_FAILED) without CLUSTER DESCRIBE."""
+    access = api.pipeline.access
+    if access.enabled:
+        access.require(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME)
 
 
 def describe_log_dirs(api: BrokerApi, only: Iterable[tuple[str, list[int]]] | None = None) -> LogDirDescription:

@@ -5,7 +5,8 @@ the last marker seen for the producer, and the first offset of its open transact
 
 A producer known only from its transaction markers (no sequence cached) is listed too, with last
 sequence and timestamp -1, as Kafka's producer state keeps such entries. Errors per partition:
-``NOT_LEADER_OR_FOLLOWER`` away from the leader, ``UNKNOWN_TOPIC_OR_PARTITION``.
+``NOT_LEADER_OR_FOLLOWER`` away from the leader, ``UNKNOWN_TOPIC_OR_PARTITION``, and
+``TOPIC_AUTHORIZATION_FAILED`` without READ on the topic (Kafka's rule).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from services.broker.api import BrokerApi
 from services.broker.partition import Partition
 from shared.errors import ErrorCode, TidelogError
+from shared.request_context import RequestContext
+from shared.security.access import READ, TOPIC
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,8 +61,15 @@ def producer_states(part: Partition) -> list[ProducerStateView]:
     return out
 
 
-def describe_producers(b: BrokerApi, tps: list[TopicPartition]) -> dict[TopicPartition, PartitionProducers]:
+def describe_producers(b: BrokerApi, tps: list[TopicPartition],
+                       ctx: RequestContext | None = None) -> dict[TopicPartition, PartitionProducers]:
     out: dict[TopicPartition, PartitionProducers] = {}
+    access = b.pipeline.access
+    if access.enabled and ctx is not None:
+        tps, denied = access.partition(ctx, READ, TOPIC, tps, lambda tp: tp.topic)
+        for tp in denied:
+            out[tp] = PartitionProducers(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                         f"{ctx.kafka_principal} may not read {tp.topic}")
     for tp in tps:
         try:
             out[tp] = PartitionProducers(producers=producer_states(b.rm.leader_partition(tp)))

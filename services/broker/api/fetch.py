@@ -3,7 +3,12 @@ partition, a long poll until ``min_bytes``, bounded by ``max_bytes``), metrics a
 Followers' fetches are not a client's usage. A sessionless follower fetch (``replica_id`` >= 0) is
 refused with ``STALE_BROKER_EPOCH`` unless its ``replica_epoch`` is that broker's current one, and per
 partition with ``NOT_LEADER_OR_FOLLOWER`` unless the broker is one of the partition's replicas
-(``fetch_reader``): before anything is read, so it neither moves a high watermark nor reads past it."""
+(``fetch_reader``): before anything is read, so it neither moves a high watermark nor reads past it.
+
+ACLs (secure clusters, before anything else): a consumer needs READ on each topic (the others are
+answered ``TOPIC_AUTHORIZATION_FAILED``); a follower (``replica_id`` >= 0) must come with the verified
+certificate of that very broker (``CN=broker-<replica_id>``, CVE-2018-1288) and CLUSTER_ACTION, else every
+partition is answered ``TOPIC_AUTHORIZATION_FAILED``, as Kafka answers an unauthorized follower."""
 
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from services.broker.pipeline import FETCH, FETCH_TYPES, RequestContext
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replica_results import FetchParams, FetchPartitionResult, FetchSpec
 from shared.errors import ErrorCode
+from shared.security.access import CLUSTER, CLUSTER_ACTION, READ, TOPIC, Access, AuthorizationFailed, service_id
+from shared.security.acl import CLUSTER_NAME
 from shared.types import TopicPartition
 
 #: Fetches over more partitions than this wait on the broker-wide change signal.
@@ -41,6 +48,11 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
                 ) -> tuple[dict[TopicPartition, FetchPartitionResult] | None, int]:
     """``(results, throttle_ms)``; results None when a consumer over its quota gets no data, at once."""
     consumer = call.replica_id < 0
+    denied = None
+    if b.pipeline.access.enabled:
+        denied = authorize(b.pipeline.access, ctx, call)
+        if denied and not call.specs:
+            return denied, 0
     throttle_ms = b.pipeline.throttle_ms(ctx, FETCH_TYPES) if consumer else 0
     if throttle_ms:
         return None, throttle_ms
@@ -62,7 +74,35 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
     if consumer:  # replication is not a client's usage
         nbytes = sum(len(r.records) for r in results.values())
         throttle_ms = b.pipeline.account(ctx, FETCH, nbytes, params.read_time_s, FETCH_TYPES)
+    if denied:
+        results.update(denied)
     return results, throttle_ms
+
+
+def follower_refusal(access: Access, ctx: RequestContext, replica_id: int) -> AuthorizationFailed | None:
+    """Why a fetch claiming to be broker ``replica_id``'s is refused (None: it is that broker). Audited."""
+    try:
+        access.require_service(ctx, "broker")
+    except AuthorizationFailed as exc:
+        return exc
+    if service_id(ctx) != replica_id:
+        return access.denied(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME,
+                             detail=f"a fetch as replica {replica_id} from {ctx.cert_subject}")
+    return None
+
+
+def authorize(access: Access, ctx: RequestContext, call: FetchCall) -> dict[TopicPartition, FetchPartitionResult]:
+    """Drop from ``call.specs`` what ACLs refuse; the refused partitions' answers."""
+    if call.replica_id >= 0:
+        if follower_refusal(access, ctx, call.replica_id) is None:
+            return {}
+        specs, call.specs = call.specs, []
+        return {s.tp: refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED) for s in specs}
+    ok, denied = access.partition(ctx, READ, TOPIC, call.specs, lambda s: s.tp.topic)
+    if not denied:
+        return {}
+    call.specs = ok
+    return {s.tp: refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED) for s in denied}
 
 
 async def read(rm: ReplicaManager, params: FetchParams) -> dict[TopicPartition, FetchPartitionResult]:

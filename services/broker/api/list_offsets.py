@@ -1,5 +1,6 @@
 """ListOffsets, for both doors: per partition, the offset for a timestamp (-1 latest, -2 earliest,
--3 max timestamp, else the first offset at or after the time) on the leader."""
+-3 max timestamp, else the first offset at or after the time) on the leader. ACLs: DESCRIBE on the topic,
+else ``TOPIC_AUTHORIZATION_FAILED`` for its partitions (Kafka's rule)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from services.broker.api import BrokerApi
 from services.broker.log.max_timestamp import MAX_TIMESTAMP, offset_of_max_timestamp
 from services.broker.replica_manager import ReplicaManager
 from shared.errors import ErrorCode, TidelogError
+from shared.request_context import RequestContext
+from shared.security.access import DESCRIBE, TOPIC
 from shared.types import TopicPartition
 
 
@@ -30,11 +33,19 @@ class OffsetAnswer:
 
 
 def list_offsets(b: BrokerApi, queries: list[OffsetQuery], replica_id: int = -1,
-                 isolation_level: int = 0) -> list[OffsetAnswer]:
+                 isolation_level: int = 0, ctx: RequestContext | None = None) -> list[OffsetAnswer]:
     """``isolation_level`` 1 (read_committed): latest is the last stable offset, and a timestamp's offset
     counts only below it, as Kafka."""
     answers = []
+    access = b.pipeline.access
+    denied: set[str] = set()
+    if access.enabled and ctx is not None:
+        denied = {name for name in {q.tp.topic for q in queries} if not access.check(ctx, DESCRIBE, TOPIC, name)}
     for q in queries:
+        if q.tp.topic in denied:
+            answers.append(OffsetAnswer(q.tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                        f"{ctx.kafka_principal if ctx else ''} may not describe {q.tp.topic}"))
+            continue
         try:
             offset, ts, epoch = list_offset(b.rm, q.tp, q.timestamp, replica_id, q.current_leader_epoch,
                                             isolation_level == 1)

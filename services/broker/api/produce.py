@@ -5,6 +5,14 @@ for replication as ``acks`` asks.
 their order); ``complete`` waits for acks=all; ``ready`` answers at once what waits for nothing.
 The partitions themselves (validation, offsets, idempotence, the high watermark) are the replica
 manager's ``Partition`` objects; this module decides per request.
+
+``authorize`` (secure clusters only: callers test ``pipeline.access.enabled`` first) is Kafka's
+``handleProduceRequest`` rule, run before anything else: a request with a transactional id or any
+transactional batch needs TRANSACTIONAL_ID WRITE on that id (a transactional batch without an id is
+refused too: CVE-2018-17196 was the bypass of checking only the id), else every partition is answered
+``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``; each topic needs WRITE, else its partitions get
+``TOPIC_AUTHORIZATION_FAILED``. An idempotent batch needs IDEMPOTENT_WRITE on the cluster or WRITE on some
+topic (KIP-679): WRITE on the topic it goes to is that, as in Kafka 3.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from services.broker.pipeline import PRODUCE, PRODUCE_TYPES, RequestContext
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replica_results import ProduceResult
 from shared.errors import ErrorCode, TidelogError
+from shared.records.header import ATTR_TRANSACTIONAL, peek_attributes, whole_batch_size
+from shared.security.access import TOPIC, TRANSACTIONAL_ID, WRITE
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,33 @@ class PendingProduce:
     throttle_ms: int
     held_s: float  # from arrival to the append
     local_s: float  # appending
+
+
+def has_transactional_batch(records: bytes) -> bool:
+    """Does any whole batch in ``records`` carry the transactional attribute?"""
+    pos, end = 0, len(records)
+    while (size := whole_batch_size(records, pos, end)) is not None:
+        if peek_attributes(records, pos) & ATTR_TRANSACTIONAL:
+            return True
+        pos += size
+    return False
+
+
+def authorize(b: BrokerApi, ctx: RequestContext, transactional_id: str | None,
+              data: list[tuple[TopicPartition, bytes]]) -> dict[TopicPartition, ProduceResult]:
+    """The partitions ACLs refuse, with their errors (empty: all allowed). Audited."""
+    access = b.pipeline.access
+    if transactional_id or any(has_transactional_batch(records) for _, records in data):
+        if not transactional_id:
+            exc = access.denied(ctx, WRITE, TRANSACTIONAL_ID, "", detail="transactional records without a "
+                                                                         "transactional id")
+            return {tp: ProduceResult(exc.code, exc.message) for tp, _ in data}
+        if not access.allowed(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            exc = access.denied(ctx, WRITE, TRANSACTIONAL_ID, transactional_id)
+            return {tp: ProduceResult(exc.code, exc.message) for tp, _ in data}
+    _, refused = access.partition(ctx, WRITE, TOPIC, data, lambda d: d[0].topic)
+    return {tp: ProduceResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{ctx.kafka_principal} may not write to "
+                                                                    f"{tp.topic}") for tp, _ in refused}
 
 
 def append(b: BrokerApi, ctx: RequestContext, call: ProduceCall) -> PendingProduce:

@@ -7,6 +7,10 @@ Kafka's per-partition answers: ``NOT_LEADER_OR_FOLLOWER`` away from the leader,
 older producer epoch, ``REQUEST_TIMED_OUT`` when the ISR does not confirm in time. A marker for a partition
 where the producer wrote nothing is written all the same (the coordinator may retry): it completes an
 empty transaction.
+
+ACLs: markers come only from a coordinator's (or the controller's, aborting a hanging transaction)
+service certificate with CLUSTER_ACTION; anyone else gets ``CLUSTER_AUTHORIZATION_FAILED`` on every
+partition, nothing written.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from services.broker.api import BrokerApi
 from services.broker.api.produce import ReplicationWait, wait_for_replication
 from services.broker.replica_results import ProduceResult
 from shared.errors import ErrorCode, TidelogError
+from shared.request_context import RequestContext
+from shared.security.access import AuthorizationFailed
 from shared.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -40,9 +46,20 @@ class MarkerAnswer:
     results: dict[TopicPartition, ProduceResult]
 
 
+#: the service roles that write transaction markers
+MARKER_WRITERS = ("coordinator", "controller")
+
+
 async def write_txn_markers(b: BrokerApi, markers: list[TxnMarker],
-                            timeout_ms: int = MARKER_TIMEOUT_MS) -> list[MarkerAnswer]:
+                            timeout_ms: int = MARKER_TIMEOUT_MS, ctx: RequestContext | None = None) -> list[MarkerAnswer]:
     answers: list[MarkerAnswer] = []
+    access = b.pipeline.access
+    if access.enabled and ctx is not None:
+        try:
+            access.require_service(ctx, MARKER_WRITERS)
+        except AuthorizationFailed as exc:
+            return [MarkerAnswer(m.producer_id, {tp: ProduceResult(exc.code, exc.message) for tp in m.partitions})
+                    for m in markers]
     for m in markers:
         results: dict[TopicPartition, ProduceResult] = {}
         waits: list[ReplicationWait] = []

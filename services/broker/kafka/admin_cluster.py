@@ -12,6 +12,10 @@ needing no election are left out of the answer, as Kafka does. UNCLEAN elections
 in the controller's REST API: a partition with a live leader is ``ELECTION_NOT_NEEDED`` (Kafka's answer
 too), one without is refused with ``INVALID_REQUEST`` (the controller elects out of sync replicas by
 itself when the topic's ``unclean.leader.election.enable`` is true).
+
+ACLs, as Kafka: ElectLeaders needs ALTER on the cluster (else ``CLUSTER_AUTHORIZATION_FAILED``, for the
+request and each partition named); DescribeCluster needs nothing beyond authentication, and the cluster's
+authorized operations asked for are the principal's.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from typing import Any
 
 from services.broker.kafka.admin_common import ItemError, item_error, links, timeout_s
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
-from services.broker.kafka.metadata import _CLUSTER_OPERATIONS, _NOT_REQUESTED, kafka_brokers
+from services.broker.kafka.metadata import _CLUSTER_OPERATIONS, _NOT_REQUESTED, _cluster_operations, kafka_brokers
 from services.broker.metadata_cache import ClusterView
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
+from shared.security.access import ALTER, CLUSTER
+from shared.security.acl import CLUSTER_NAME
 from shared.types import TopicPartition
 
 DESCRIBE_CLUSTER, ELECT_LEADERS = 60, 43
@@ -55,7 +61,9 @@ async def handle_describe_cluster(apis: KafkaApis, req: RequestFrame, ctx: Reque
     brokers = kafka_brokers(view)
     return {**out, "error_code": 0, "error_message": None, "controller_id": min(brokers) if brokers else -1,
             "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, (h, p, r) in brokers.items()],
-            "cluster_authorized_operations": (_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+            "cluster_authorized_operations": (_cluster_operations(apis.pipeline.access, ctx, body)
+                                              if apis.pipeline.access.enabled else
+                                              _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
                                               else _NOT_REQUESTED)}, 0
 
 
@@ -100,6 +108,16 @@ async def handle_elect_leaders(apis: KafkaApis, req: RequestFrame, ctx: RequestC
     election_type = int(getattr(body, "election_type", PREFERRED))
     view = apis.broker.rm.view
     asked = _requested(view, body)
+    access = apis.pipeline.access
+    if access.enabled and not access.allowed(ctx, ALTER, CLUSTER, CLUSTER_NAME):
+        exc = access.denied(ctx, ALTER, CLUSTER, CLUSTER_NAME)
+        denied: dict[str, Any] = {"replica_election_results": [
+            {"topic": t, "partition_result": [{"partition_id": p, "error_code": int(exc.code),
+                                               "error_message": exc.message} for p in ps]}
+            for t, ps in (asked or {}).items()]}
+        if req.api.version >= 1:
+            denied["error_code"] = int(exc.code)
+        return denied, 0
     every = asked is None
     if asked is None:
         asked = {}

@@ -3,7 +3,8 @@ request timeouts, topic-name checks and the ``links`` to the controller.
 
 An admin request names several items (topics, resources, entities, partitions); each gets its own
 error code and message, and an unexpected failure of one item is logged and answered
-``UNKNOWN_SERVER_ERROR`` for that item (``item_error``), never a dropped connection.
+``UNKNOWN_SERVER_ERROR`` for that item (``item_error``), never a dropped connection. ACLs
+(``authorize``) refuse an item with Kafka's ``*_AUTHORIZATION_FAILED`` code the same way.
 Must not import the handler modules.
 """
 
@@ -15,7 +16,10 @@ from typing import Any
 
 from services.broker.kafka.apis import KafkaApis
 from services.broker.kafka.cluster_links import ClusterLinks
+from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode, TidelogError
+from shared.security.access import AuthorizationFailed
+from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from shared.topic_names import validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -42,10 +46,27 @@ def item_error(exc: BaseException, what: str) -> ItemError:
     """The error answered for an item whose handling raised ``exc``."""
     if isinstance(exc, ItemError):
         return exc
+    if isinstance(exc, AuthorizationFailed):
+        return ItemError(exc.code, exc.message)
     if isinstance(exc, TidelogError):
         return ItemError.of(exc)
     log.exception("admin request failed", extra={"item": what})
     return ItemError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: unexpected {type(exc).__name__} on the broker")
+
+
+def authorize(apis: KafkaApis, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+              name: str = CLUSTER_NAME) -> None:
+    """Raise ``AuthorizationFailed`` (an item's error through ``item_error``) unless ACLs allow it."""
+    access = apis.pipeline.access
+    if access.enabled:
+        access.require(ctx, op, rtype, name)
+
+
+def allowed(apis: KafkaApis, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+            name: str = CLUSTER_NAME) -> bool:
+    """``authorize`` as a boolean, without auditing (for rules with an alternative, e.g. CLUSTER or TOPIC)."""
+    access = apis.pipeline.access
+    return not access.enabled or access.allowed(ctx, op, rtype, name)
 
 
 def timeout_s(value: Any) -> float:

@@ -7,6 +7,10 @@ broker has, all static. Alterations of TOPIC resources are validated here as the
 (so ``validate_only`` answers what the real change would) and forwarded to the controller's REST API;
 Tidelog's broker configs are set at start, so altering one is refused (``INVALID_CONFIG``). Other
 resource types (BROKER_LOGGER, GROUP, CLIENT_METRICS) are ``INVALID_REQUEST``.
+
+ACLs, as Kafka: DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the topic
+(``TOPIC_AUTHORIZATION_FAILED``), on the cluster for a BROKER resource (``CLUSTER_AUTHORIZATION_FAILED``),
+per resource.
 """
 
 from __future__ import annotations
@@ -14,13 +18,21 @@ from __future__ import annotations
 from typing import Any
 
 from services.broker.kafka import admin_config_rules as rules
-from services.broker.kafka.admin_common import ItemError, check_topic_name, duplicates, item_error, links
+from services.broker.kafka.admin_common import (
+    ItemError,
+    authorize,
+    check_topic_name,
+    duplicates,
+    item_error,
+    links,
+)
 from services.broker.kafka.admin_config_rules import BrokerConfig
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
 from shared.metadata.types import TopicRecord
+from shared.security.acl import AclOperation, ResourceType
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DESCRIBE_CONFIGS_VERSIONS = (1, 4)
@@ -99,6 +111,7 @@ async def handle_describe_configs(apis: KafkaApis, req: RequestFrame, ctx: Reque
         rtype, name = int(r.resource_type), r.resource_name
         keys = list(r.configuration_keys) if r.configuration_keys else None  # null or empty: every config
         try:
+            _authorize(apis, ctx, AclOperation.DESCRIBE_CONFIGS, rtype, name)
             if rtype == TOPIC:
                 configs = rules.topic_config_entries(_topic(apis, name).configs, keys, synonyms=synonyms,
                                                      documentation=documentation)
@@ -124,7 +137,7 @@ async def handle_alter_configs(apis: KafkaApis, req: RequestFrame, ctx: RequestC
     def new_overrides(topic: TopicRecord, r: Any) -> dict[str, Any]:
         return rules.replaced_overrides((c.name, c.value) for c in r.configs)
 
-    return await _alter(apis, req.body, new_overrides)
+    return await _alter(apis, ctx, req.body, new_overrides)
 
 
 async def handle_incremental_alter_configs(apis: KafkaApis, req: RequestFrame, ctx: RequestContext,
@@ -133,10 +146,18 @@ async def handle_incremental_alter_configs(apis: KafkaApis, req: RequestFrame, c
         return rules.incremental_overrides(topic.configs, ((c.name, int(c.config_operation), c.value)
                                                            for c in r.configs))
 
-    return await _alter(apis, req.body, new_overrides)
+    return await _alter(apis, ctx, req.body, new_overrides)
 
 
-async def _alter(apis: KafkaApis, body: Any, new_overrides: Any) -> Reply:
+def _authorize(apis: KafkaApis, ctx: RequestContext, op: AclOperation, rtype: int, name: str) -> None:
+    """ACLs for one config resource: the topic's, or the cluster's for a broker resource."""
+    if rtype == TOPIC:
+        authorize(apis, ctx, op, ResourceType.TOPIC, name or "")
+    elif rtype == BROKER:
+        authorize(apis, ctx, op, ResourceType.CLUSTER)
+
+
+async def _alter(apis: KafkaApis, ctx: RequestContext, body: Any, new_overrides: Any) -> Reply:
     validate_only = bool(body.validate_only)
     repeated = duplicates([(int(r.resource_type), r.resource_name) for r in body.resources])
     responses = []
@@ -146,6 +167,7 @@ async def _alter(apis: KafkaApis, body: Any, new_overrides: Any) -> Reply:
             if (rtype, name) in repeated:
                 raise ItemError(ErrorCode.INVALID_REQUEST, f"Resource {name!r} of type {rtype} is named more than "
                                                            "once in the request")
+            _authorize(apis, ctx, AclOperation.ALTER_CONFIGS, rtype, name)
             if rtype == TOPIC:
                 await _alter_topic(apis, _topic(apis, name), r, new_overrides, validate_only)
             elif rtype == BROKER:

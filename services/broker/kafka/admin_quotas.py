@@ -7,6 +7,7 @@ so every entry is read and Kafka's filter applied here (``QuotaFilter``, pure). 
 client-id quotas: a filter on ``ip`` matches nothing, altering an ``ip`` entity is ``INVALID_REQUEST``.
 AlterClientQuotas answers each entity on its own, as Kafka does: every entity is validated here with
 the quota rules of ``shared.quota.entities`` (the controller's), and only the valid ones are sent.
+ACLs, as Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster (``CLUSTER_AUTHORIZATION_FAILED``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.broker.kafka.admin_common import ItemError, duplicates, item_error, links
+from services.broker.kafka.admin_common import ItemError, authorize, duplicates, item_error, links
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode, TidelogError
 from shared.kafka.messages import RequestFrame
 from shared.quota.entities import ENTITY_TYPES, QuotaEntity, apply_ops
+from shared.security.access import ALTER_CONFIGS, CLUSTER, DESCRIBE_CONFIGS
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 DESCRIBE_CLIENT_QUOTAS_VERSIONS = (0, 1)
@@ -86,6 +88,7 @@ async def handle_describe_client_quotas(apis: KafkaApis, req: RequestFrame, ctx:
                                         conn: Connection) -> Reply:
     body = req.body
     try:
+        authorize(apis, ctx, DESCRIBE_CONFIGS, CLUSTER)  # Kafka: DESCRIBE_CONFIGS on the cluster
         flt = QuotaFilter.parse(((c.entity_type, int(c.match_type), c.match) for c in body.components),
                                 bool(body.strict))
         result = await links(apis).describe_quotas()
@@ -129,6 +132,13 @@ async def handle_alter_client_quotas(apis: KafkaApis, req: RequestFrame, ctx: Re
     body = req.body
     answers: list[dict[str, Any]] = []
     to_send: list[tuple[int, dict[str, Any]]] = []  # (answer index, REST entry)
+    try:
+        authorize(apis, ctx, ALTER_CONFIGS, CLUSTER)  # Kafka: ALTER_CONFIGS on the cluster, else every entry
+    except Exception as exc:
+        err = item_error(exc, "alter client quotas")
+        return {"entries": [{"error_code": int(err.code), "error_message": err.message,
+                             "entity": [{"entity_type": d.entity_type, "entity_name": d.entity_name}
+                                        for d in e.entity]} for e in body.entries]}, 0
     for e in body.entries:
         answer = {"error_code": 0, "error_message": None,
                   "entity": [{"entity_type": d.entity_type, "entity_name": d.entity_name} for d in e.entity]}

@@ -1,6 +1,7 @@
 """DeleteRecords (21) on the Kafka door, as Kafka's ``deleteRecordsOnLeader`` and ``DelayedDeleteRecords``.
 
-Clients send it to each partition's leader. The leader first moves its own log start offset up to the
+Clients send it to each partition's leader. ACLs, as Kafka: DELETE on the topic, else
+``TOPIC_AUTHORIZATION_FAILED`` for its partitions. The leader first moves its own log start offset up to the
 requested offset (-1: the high watermark): never past the high watermark (``OFFSET_OUT_OF_RANGE``), only on
 topics whose ``cleanup.policy`` includes ``delete`` (``POLICY_VIOLATION``), never on internal topics
 (``INVALID_TOPIC_EXCEPTION``); whole segments below the new start are deleted. Then it waits, at most the
@@ -19,12 +20,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from services.broker.kafka.admin_common import ItemError, item_error, timeout_s
+from services.broker.kafka.admin_common import ItemError, authorize, item_error, timeout_s
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.partition import BrokerAlive, Partition
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
+from shared.security.access import DELETE, TOPIC
 from shared.topic_names import INTERNAL_TOPICS
 from shared.types import TopicPartition
 
@@ -82,6 +84,7 @@ async def handle_delete_records(apis: KafkaApis, req: RequestFrame, ctx: Request
         for p in t.partitions:
             tp = TopicPartition(t.name, int(p.partition_index))
             try:
+                authorize(apis, ctx, DELETE, TOPIC, t.name)  # Kafka: DELETE on the topic
                 pending[tp] = delete_records(apis, tp, int(p.offset), alive)
             except Exception as exc:
                 answers[tp] = (INVALID_LOW_WATERMARK, item_error(exc, f"delete records of {tp}").code)

@@ -6,7 +6,9 @@ disk and its offset lag (Kafka's: how far the log end is below the high watermar
 the directory's total and usable bytes (v4). DescribeProducers: per partition led here, the
 producers its producer state holds (epoch, last sequence, the last batch's max timestamp read from the
 log, the coordinator epoch of its last marker and its open transaction's first offset), from the request
-layer's ``services/broker/api/describe_producers`` that the gRPC door shares.
+layer's ``services/broker/api/describe_producers`` that the gRPC door shares. ACLs, as Kafka:
+DescribeLogDirs needs DESCRIBE on the cluster (``CLUSTER_AUTHORIZATION_FAILED``, no directories);
+DescribeProducers READ on each topic (the request layer's rule).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from services.broker.partition import Partition
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
+from shared.security.access import CLUSTER, DESCRIBE
 from shared.types import TopicPartition
 
 DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
@@ -54,6 +57,9 @@ async def handle_describe_log_dirs(apis: KafkaApis, req: RequestFrame, ctx: Requ
     rm = apis.broker.rm
     asked = None if body.topics is None else {t.topic: [int(p) for p in t.partitions] for t in body.topics}
     log_dir = os.path.abspath(rm.data_dir)
+    access = apis.pipeline.access
+    if access.enabled and not access.check(ctx, DESCRIBE, CLUSTER):  # Kafka: no log dirs, the error (v3+)
+        return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}, 0
     try:
         usage = await asyncio.to_thread(shutil.disk_usage, log_dir)
         result = {"error_code": 0, "log_dir": log_dir, "topics": log_dir_partitions(rm.partitions, asked),
@@ -71,7 +77,7 @@ async def handle_describe_log_dirs(apis: KafkaApis, req: RequestFrame, ctx: Requ
 async def handle_describe_producers(apis: KafkaApis, req: RequestFrame, ctx: RequestContext,
                                     conn: Connection) -> Reply:
     tps = [TopicPartition(t.name, int(p)) for t in req.body.topics for p in t.partition_indexes]
-    answers = describe_producers_api.describe_producers(apis.broker, tps)
+    answers = describe_producers_api.describe_producers(apis.broker, tps, ctx)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp in tps:
         r = answers[tp]

@@ -22,6 +22,8 @@ from typing import Any
 
 from services.broker.kafka.admin_common import (
     ItemError,
+    allowed,
+    authorize,
     check_topic_name,
     duplicates,
     item_error,
@@ -34,6 +36,7 @@ from services.broker.pipeline import RequestContext
 from shared.config import check_min_insync_replicas, validate_topic_configs
 from shared.errors import ErrorCode, InvalidConfigError
 from shared.kafka.messages import RequestFrame
+from shared.security.access import ALTER, CLUSTER, CREATE, DELETE, TOPIC
 from shared.topic_names import INTERNAL_TOPICS, find_collision
 from shared.types import TopicPartition
 
@@ -128,11 +131,14 @@ async def handle_create_topics(apis: KafkaApis, req: RequestFrame, ctx: RequestC
     view = apis.broker.rm.view
     existing = set(view.topics)
     c = apis.broker.configs
+    cluster_create = allowed(apis, ctx, CREATE, CLUSTER)
 
     async def one(t: Any) -> dict[str, Any]:
         try:
             if t.name in repeated:
                 raise ItemError(ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' is named more than once in the request")
+            if not cluster_create:  # Kafka: CREATE on the cluster, or on the topic
+                authorize(apis, ctx, CREATE, TOPIC, t.name or "")
             plan = plan_create_topic(t.name, int(t.num_partitions), int(t.replication_factor), len(t.assignments),
                                      ((x.name, x.value) for x in t.configs),
                                      default_partitions=int(c.get("num.partitions", 1)),
@@ -193,6 +199,7 @@ async def handle_delete_topics(apis: KafkaApis, req: RequestFrame, ctx: RequestC
                     raise ItemError(ErrorCode.UNKNOWN_TOPIC_ID, f"Topic id {topic_id} does not exist")
             if name is None:
                 raise ItemError(ErrorCode.INVALID_REQUEST, "Give a topic name or a topic id")
+            authorize(apis, ctx, DELETE, TOPIC, name)
             try:
                 check_topic_name(name)
             except ItemError:
@@ -247,6 +254,7 @@ async def handle_create_partitions(apis: KafkaApis, req: RequestFrame, ctx: Requ
         try:
             if t.name in repeated:
                 raise ItemError(ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' is named more than once in the request")
+            authorize(apis, ctx, ALTER, TOPIC, t.name or "")
             topic = view.topics.get(check_topic_name(t.name))
             if topic is None:
                 raise ItemError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")

@@ -19,6 +19,7 @@ from typing import Any
 from services.broker.pipeline import REQUEST_TYPES, RequestContext, RequestPipeline
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame, api, build
+from shared.quota.entities import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +35,20 @@ Handler = Callable[["KafkaApis", RequestFrame, RequestContext, "Connection"], Aw
 @dataclass
 class Connection:
     """One client connection's state: fetch sessions (KIP-227) live in the broker; activity for the
-    idle sweeper."""
+    idle sweeper; who authenticated on it."""
 
     peer: str
     last_active: float = field(default_factory=time.monotonic)
     busy: bool = False
     close_after_reply: bool = False  # e.g. an acks=0 produce failed: Kafka closes so the client refreshes metadata
     closers: list[Callable[[], None]] = field(default_factory=list)
+    # Who is on the other end (issue 23). A plaintext listener leaves these as they are: everyone is
+    # ANONYMOUS and authenticated. A secure one starts unauthenticated, then sets the principal from the
+    # client certificate or the SASL exchange (``services.broker.kafka.sasl``).
+    principal: str = ANONYMOUS  # the principal's name (RequestContext.principal; ACLs see User:<name>)
+    cert_subject: str | None = None  # the verified client certificate's DN
+    authenticated: bool = True
+    sasl: Any = None  # services.broker.kafka.sasl.SaslSession while SASL may still run on this connection
 
     def close(self) -> None:
         for c in self.closers:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ import httpx
 
 from services.broker.replica_manager import ReplicaManager
 from shared.errors import ErrorCode
+from shared.security import transport
 
 log = logging.getLogger(__name__)
 REST_TIMEOUT_S = 30.0
@@ -59,12 +61,24 @@ def rest_error(status: int, body: Any) -> RestResult:
     return RestResult(code, str(message) if message else f"controller answered HTTP {status}")
 
 
+def _rest_tls() -> ssl.SSLContext | bool:
+    """How the controller's REST API is reached: on a secure cluster HTTPS verified against the cluster
+    CA, presenting this broker's certificate (``shared.security.transport.current()``); else plain HTTP."""
+    tls = transport.current()
+    if tls is None:
+        return True
+    ctx = ssl.create_default_context(cafile=tls.cafile)
+    if tls.certfile and tls.keyfile:
+        ctx.load_cert_chain(tls.certfile, tls.keyfile)
+    return ctx
+
+
 class ClusterLinks:
     def __init__(self, rm: ReplicaManager, store: Any, configs: dict[str, Any]) -> None:
         self.rm = rm
         self.store = store
         self.configs = configs
-        self._http = httpx.AsyncClient(timeout=REST_TIMEOUT_S)
+        self._http = httpx.AsyncClient(timeout=REST_TIMEOUT_S, verify=_rest_tls())
         self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
 
     async def close(self) -> None:

@@ -12,7 +12,8 @@ rules are the follower sessions' (``services/broker/fetch_sessions.py``). At mos
 
 Fetches from the Kafka door are consumer fetches: a ``replica_id`` >= 0 is not believed (replication
 runs over the brokers' own gRPC door), so a Kafka client can neither read past the high watermark nor
-move it.
+move it. ACLs are the request layer's: READ on each topic, else ``TOPIC_AUTHORIZATION_FAILED`` for its
+partitions.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from shared.errors import ErrorCode
 from shared.offsets_topic import OFFSETS_TOPIC, locate
 from shared.proto import coordinator_pb2_grpc as cpb_grpc
 from shared.proto import transactions_pb2_grpc as tpb_grpc
+from shared.security.transport import aio_channel
 from shared.service import GRPC_OPTIONS
 from shared.txn_topic import TRANSACTION_STATE_TOPIC
 
@@ -48,7 +49,7 @@ class CoordinatorRouter:
     def _stub(self, address: str) -> Any:
         found = self._channels.get(address)
         if found is None:
-            channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+            channel = aio_channel(address, options=GRPC_OPTIONS)  # TLS with the broker's certificate when secure
             found = self._channels[address] = (channel, self.stub_class(channel))
         return found[1]
 

@@ -7,6 +7,10 @@ coordinator's gRPC heartbeat takes the member's whole state. The broker that ser
 FindCoordinator names) keeps each member's last fields and fills the nulls in; a member it has no state
 for that sends nulls is answered ``FENCED_MEMBER_EPOCH``, which makes the client rejoin with every field
 (as after a coordinator move in Kafka). Topics travel as topic ids on the Kafka door, names on gRPC.
+
+ACLs, as Kafka: the heartbeat needs READ on the group (``GROUP_AUTHORIZATION_FAILED``) and DESCRIBE on
+every subscribed topic name (``TOPIC_AUTHORIZATION_FAILED``, naming them); ConsumerGroupDescribe DESCRIBE
+on each group.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from typing import Any
 
 from services.broker.kafka.apis import Connection, KafkaApis, Reply
 from services.broker.kafka.group_routing import CoordinatorRouter, NoCoordinator
-from services.broker.kafka.groups import _router, client_host
+from services.broker.kafka.groups import _router, client_host, group_denied, topics_denied
 from services.broker.pipeline import RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
 from shared.proto import coordinator_pb2 as cpb
+from shared.security.access import DESCRIBE, READ
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 LEAVE_EPOCHS = (-1, -2)  # leaving, and a static member leaving temporarily
@@ -89,6 +94,14 @@ class MemberCache:
 
 async def handle_heartbeat(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     b = req.body
+    if denied := group_denied(apis, ctx, READ, b.group_id):
+        return {"error_code": denied, "error_message": None, "member_id": b.member_id, "member_epoch": -1,
+                "heartbeat_interval_ms": 0, "assignment": None}, 0
+    refused = topics_denied(apis, ctx, DESCRIBE, getattr(b, "subscribed_topic_names", None) or ())
+    if refused:
+        return {"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "error_message":
+                f"Topics {sorted(refused)} are not authorized for DESCRIBE", "member_id": b.member_id,
+                "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}, 0
     names, ids = apis.topic_ids()
     cache: MemberCache = apis.consumer_members
     fields = cache.merge(b, names)
@@ -136,6 +149,9 @@ async def handle_describe(apis: KafkaApis, req: RequestFrame, ctx: RequestContex
     for group_id in b.group_ids:
         empty = {"group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
                  "assignor_name": "", "members": [], "authorized_operations": ops}
+        if denied := group_denied(apis, ctx, DESCRIBE, group_id):
+            out.append({**empty, "error_code": denied, "error_message": None})
+            continue
         try:
             r = await _router(apis).call(group_id, "DescribeGroups", cpb.DescribeGroupsRequest(group_ids=[group_id]))
         except NoCoordinator as exc:

@@ -19,6 +19,16 @@ connection keep their order and responses go out in request order.
 - Every request passes the broker's request pipeline: context (client id, principal, peer) and the
   authorization hook, then the handler, then the KIP-219 throttle: a throttled response goes out at once
   with ``throttle_time_ms`` and the connection reads nothing more until the throttle has passed.
+
+Secure broker (``security_protocol=SSL``, issue 23; ``services.broker.kafka.sasl``): the port speaks TLS
+(a new ``SSLContext`` for new connections when the certificate files change). A verified client certificate
+authenticates the connection (Kafka's SSL listener, ``ssl.client.auth=requested``); without one the client
+must SASL-authenticate (SASL_SSL: SCRAM-SHA-256/512, PLAIN). Until it has, only ApiVersions, SaslHandshake
+and SaslAuthenticate are served (anything else closes the connection, as Kafka) and no frame over
+``sasl.server.max.receive.size`` (64 KiB here) is read. A failed authentication is answered with
+``SASL_AUTHENTICATION_FAILED`` after a delay that grows with the host's recent failures, logged, audited,
+and the connection closes. The connection's principal goes into every request's context. A plaintext
+listener is exactly as it was (no TLS, no SASL APIs claimed, everyone ``ANONYMOUS``).
 """
 
 from __future__ import annotations
@@ -28,10 +38,26 @@ import contextlib
 import logging
 import struct
 import time
+from typing import Any
 
+from services.broker.kafka import sasl
 from services.broker.kafka.apis import Connection, KafkaApis
-from services.broker.pipeline import NotAuthorized
-from shared.kafka.messages import MalformedRequest, UnknownApi, api, encode_response, peek_header, read_request
+from services.broker.pipeline import NotAuthorized, RequestContext
+from shared.errors import ErrorCode
+from shared.kafka.messages import (
+    MalformedRequest,
+    RequestFrame,
+    UnknownApi,
+    api,
+    build,
+    encode_response,
+    peek_header,
+    read_request,
+)
+from shared.quota.entities import ANONYMOUS
+from shared.request_context import peer_host
+from shared.security.principal_mapping import NoMatchingRuleError
+from shared.security.scram import SaslAuthenticationError
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -59,8 +85,17 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
 class KafkaListener:
     def __init__(self, apis: KafkaApis, *, max_request_bytes: int = 100 * 1024 * 1024,
                  max_idle_ms: int = 600_000, max_connections_per_ip: int = UNLIMITED,
-                 max_connections_per_ip_overrides: dict[str, int] | None = None) -> None:
+                 max_connections_per_ip_overrides: dict[str, int] | None = None,
+                 security: Any = None, sasl_max_receive_bytes: int = sasl.SASL_SERVER_MAX_RECEIVE_SIZE) -> None:
+        """``security``: the broker's ``service.security`` (``ServiceSecurity``; TLS and SASL when it is
+        enabled), or a ready ``sasl.ListenerSecurity``; None or disabled: plaintext."""
         self.apis = apis
+        self.security: sasl.ListenerSecurity | None = (
+            security if isinstance(security, sasl.ListenerSecurity) else sasl.ListenerSecurity.from_service(security))
+        self.sasl_max_receive_bytes = min(sasl_max_receive_bytes, max_request_bytes)
+        self.authentication_failures = 0
+        if self.security is not None:
+            sasl.register(apis)
         self.max_request_bytes = max_request_bytes
         self.max_idle_s = max_idle_ms / 1000
         self.max_connections_per_ip = max_connections_per_ip
@@ -129,6 +164,10 @@ class KafkaListener:
         else:
             self._per_host.pop(host, None)
 
+    @property
+    def secure(self) -> bool:
+        return self.security is not None
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
@@ -139,6 +178,8 @@ class KafkaListener:
         conn = Connection(peer)
         self._connections[writer] = conn
         try:
+            if self.security is not None and not await self._start_tls(writer, conn):
+                return
             await self._loop(reader, writer, conn)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
@@ -152,6 +193,31 @@ class KafkaListener:
             conn.close()
             writer.close()
 
+    async def _start_tls(self, writer: asyncio.StreamWriter, conn: Connection) -> bool:
+        """The TLS handshake (a context made for the current certificate files), then who the peer is:
+        a verified client certificate authenticates it; without one it must SASL-authenticate."""
+        security = self.security
+        assert security is not None
+        try:
+            await writer.start_tls(security.context(), ssl_handshake_timeout=sasl.TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # plaintext to the TLS port, an unknown CA, an expired certificate, a timeout
+            log.info("Kafka TLS handshake failed", extra={"peer": conn.peer, "error": str(exc) or type(exc).__name__})
+            return False
+        conn.sasl = security.new_session()  # SASL may still come first, even with a certificate
+        subject = sasl.peer_subject(writer.get_extra_info("ssl_object"))
+        if subject is None:
+            conn.authenticated = False
+            return True
+        try:
+            conn.principal = security.certificate_principal(subject)
+        except NoMatchingRuleError as exc:
+            self._authentication_failed(conn, None, f"ssl.principal.mapping.rules: {exc}", principal=f"User:{subject}")
+            return False
+        conn.cert_subject = subject
+        return True
+
     async def _loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
         apis = self.apis
         pipeline = apis.pipeline
@@ -162,10 +228,19 @@ class KafkaListener:
                 log.warning("closing Kafka connection: request size out of bounds",
                             extra={"peer": conn.peer, "size": size, "socket.request.max.bytes": self.max_request_bytes})
                 return
+            if not conn.authenticated and size > self.sasl_max_receive_bytes:  # checked before reading a byte of it
+                log.warning("closing Kafka connection: request size over the bound before authentication",
+                            extra={"peer": conn.peer, "size": size,
+                                   "sasl.server.max.receive.size": self.sasl_max_receive_bytes})
+                return
             frame = await reader.readexactly(size)
             conn.busy = True
             try:
-                reply = await self._handle(frame, conn)
+                session = conn.sasl
+                if session is not None and session.raw_tokens:
+                    reply = await self._raw_token(frame, conn, session)
+                else:
+                    reply = await self._handle(frame, conn)
             finally:
                 conn.busy = False
                 conn.last_active = time.monotonic()
@@ -177,7 +252,10 @@ class KafkaListener:
                 if writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
             if conn.close_after_reply:
-                log.info("closing Kafka connection after a failed acks=0 produce", extra={"peer": conn.peer})
+                if conn.sasl is not None and conn.sasl.state is sasl.SaslState.FAILED:
+                    log.info("closing Kafka connection after a failed SASL exchange", extra={"peer": conn.peer})
+                else:
+                    log.info("closing Kafka connection after a failed acks=0 produce", extra={"peer": conn.peer})
                 await writer.drain()
                 return
             if throttle_ms > 0:  # KIP-219: mute the connection until the throttle has passed
@@ -198,13 +276,27 @@ class KafkaListener:
                         extra={"peer": conn.peer, "api_key": key, "api_version": version,
                                "served": list(served) if served else None})
             return None
+        session = conn.sasl
+        if session is not None:  # a secure connection on which SASL may still run
+            if key == sasl.SASL_HANDSHAKE or key == sasl.SASL_AUTHENTICATE:
+                return await self._sasl_request(frame, key, version, conn, session)
+            if not conn.authenticated:
+                if key != API_VERSIONS:
+                    log.warning("closing Kafka connection: unexpected request before authentication",
+                                extra={"peer": conn.peer, "api_key": key, "api_version": version})
+                    return None
+            elif key != API_VERSIONS:
+                conn.sasl = None  # authenticated by its certificate and at work: SASL is over
         try:
             request = read_request(frame, api(key, version))
         except (MalformedRequest, UnknownApi) as exc:
             log.warning("closing Kafka connection: malformed request", extra={"peer": conn.peer, "error": str(exc)})
             return None
         try:
-            ctx = self.apis.pipeline.context(request.api.name, request.client_id, conn.peer)
+            if conn.cert_subject is None and conn.principal == ANONYMOUS:
+                ctx = self.apis.pipeline.context(request.api.name, request.client_id, conn.peer)
+            else:
+                ctx = self._context(request, conn)
         except NotAuthorized as exc:
             log.warning("closing Kafka connection: not authorized", extra={"peer": conn.peer, "error": str(exc)})
             return None
@@ -213,3 +305,98 @@ class KafkaListener:
             return [], throttle_ms
         return encode_response(request.api, request.correlation_id, body), throttle_ms
 
+
+    # -- authentication (secure listener) -----------------------------------------------------------------
+
+    def _context(self, request: RequestFrame, conn: Connection) -> RequestContext:
+        """The request's context with the connection's principal, through the pipeline's hook."""
+        return self.apis.pipeline.context(request.api.name, request.client_id, conn.peer,
+                                          principal=conn.principal, cert_subject=conn.cert_subject)
+
+    async def _sasl_request(self, frame: bytes, key: int, version: int, conn: Connection,
+                            session: sasl.SaslSession) -> tuple[list[bytes], int] | None:
+        """SaslHandshake / SaslAuthenticate while the connection may still authenticate."""
+        try:
+            request = read_request(frame, api(key, version))
+        except (MalformedRequest, UnknownApi) as exc:
+            log.warning("closing Kafka connection: malformed request", extra={"peer": conn.peer, "error": str(exc)})
+            return None
+        if key == sasl.SASL_HANDSHAKE:
+            values = session.handshake(version, str(request.body.mechanism))
+            if values["error_code"] != ErrorCode.NONE:
+                log.warning("closing Kafka connection: SASL handshake refused",
+                            extra={"peer": conn.peer, "mechanism": str(request.body.mechanism)[:64],
+                                   "error": ErrorCode(values["error_code"]).name})
+                conn.close_after_reply = True
+            return self._reply(request, values), 0
+        if session.raw_tokens or session.state is not sasl.SaslState.AUTHENTICATE:
+            state = "handshake v0 (bare tokens)" if session.raw_tokens else session.state.value
+            log.warning("closing Kafka connection: SaslAuthenticate out of turn", extra={"peer": conn.peer, "state": state})
+            session.state = sasl.SaslState.FAILED
+            conn.close_after_reply = True
+            return self._reply(request, {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                                         "error_message": f"Unexpected SaslAuthenticate request in state {state}"}), 0
+        answer = await self._authenticate(conn, session, bytes(request.body.auth_bytes))
+        if answer is None:
+            conn.close_after_reply = True
+            return self._reply(request, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                         "error_message": sasl.failure_message(session.mechanism),
+                                         "auth_bytes": b""}), 0
+        return self._reply(request, {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+                                     "session_lifetime": 0}), 0
+
+    async def _raw_token(self, frame: bytes, conn: Connection,
+                         session: sasl.SaslSession) -> tuple[list[bytes], int] | None:
+        """After SaslHandshake v0 the tokens come bare (size prefix, no Kafka header) and go back the same
+        way; a failure just closes the connection (v0 has no way to say why)."""
+        answer = await self._authenticate(conn, session, frame)
+        if answer is None:
+            return None
+        return [_SIZE.pack(len(answer)), answer], 0
+
+    async def _authenticate(self, conn: Connection, session: sasl.SaslSession, token: bytes) -> bytes | None:
+        """One token through the session; None when authentication failed (logged, counted, audited,
+        answered only after the host's delay)."""
+        security = self.security
+        assert security is not None
+        host = peer_host(conn.peer)
+        tracker = security.tracker
+        if session.tokens == 0:  # once per attempt: a host that failed recently has its next attempt looked at later
+            wait = tracker.delay_s(host, security.clock())
+            if wait > 0:
+                await asyncio.sleep(wait)
+        try:
+            answer = await sasl.run_step(session, token)
+        except SaslAuthenticationError as exc:
+            user = session.user_attempted
+            delay = self._authentication_failed(conn, session.mechanism, str(exc),
+                                                principal=f"User:{user}" if user else "User:ANONYMOUS")
+            await asyncio.sleep(max(delay, sasl.FAILED_AUTHENTICATION_DELAY_S))
+            return None
+        if session.complete:
+            tracker.success(host)
+            assert session.username is not None
+            conn.principal = session.username
+            conn.cert_subject = None  # the SASL user is who this connection is
+            conn.authenticated = True
+            conn.sasl = None
+            log.debug("Kafka client authenticated", extra={"peer": conn.peer, "mechanism": session.mechanism,
+                                                             "principal": f"User:{session.username}"})
+        return answer
+
+    def _authentication_failed(self, conn: Connection, mechanism: str | None, reason: str, *,
+                               principal: str) -> float:
+        security = self.security
+        assert security is not None
+        host = peer_host(conn.peer)
+        self.authentication_failures += 1
+        delay = security.tracker.failure(host, security.clock())
+        log.warning("Kafka authentication failed", extra={"peer": conn.peer, "mechanism": mechanism,
+                                                          "principal": principal[:256], "reason": reason[:256],
+                                                          "delay_s": round(delay, 3)})
+        sasl.audit_failure(principal, host, mechanism, reason)
+        return delay
+
+    @staticmethod
+    def _reply(request: RequestFrame, values: dict[str, Any]) -> list[bytes]:
+        return [b"".join(encode_response(request.api, request.correlation_id, build(request.api.response, values)))]

@@ -13,6 +13,13 @@ and for a transactional id (key_type 1) the one leading its ``__transaction_stat
 broker forwards coordinator requests to the coordinator service owning that partition, so which broker
 answers only spreads the load as Kafka's placement does). The first lookup of a transactional id asks
 the controller to create ``__transaction_state``, as Kafka does.
+
+ACLs (secure clusters), as Kafka's ``KafkaApis``: Metadata lists only the topics the principal may
+DESCRIBE (one asked by name or id without it: ``TOPIC_AUTHORIZATION_FAILED``, its existence not disclosed)
+and auto-creates a topic only with CREATE on the cluster or on the topic (else ``TOPIC_AUTHORIZATION_FAILED``);
+the authorized operations asked for are the principal's. ListOffsets needs DESCRIBE on the topic;
+FindCoordinator DESCRIBE on the group (``GROUP_AUTHORIZATION_FAILED``) or the transactional id
+(``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from shared.coordinator_lookup import COORDINATOR_TOPICS
 from shared.errors import ErrorCode, TidelogError
 from shared.kafka.messages import RequestFrame
 from shared.offsets_topic import OFFSETS_TOPIC, partition_for
+from shared.security.access import CLUSTER, CREATE, DESCRIBE, GROUP, TOPIC, TRANSACTIONAL_ID, Access
+from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from shared.topic_names import INTERNAL_TOPICS, validate_topic_name
 from shared.types import TopicPartition
 
@@ -39,9 +48,11 @@ METADATA_VERSIONS = (1, 12)
 LIST_OFFSETS_VERSIONS = (1, 8)
 FIND_COORDINATOR_VERSIONS = (0, 4)
 
-# AclOperation codes (READ 3 ... ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): every operation is allowed until ACLs exist.
-_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# AclOperation codes (READ 3 ... ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12): all of them without ACLs.
+_TOPIC_OPS = (3, 4, 5, 6, 7, 8, 10, 11)
+_CLUSTER_OPS = (5, 7, 8, 9, 10, 11, 12)
+_TOPIC_OPERATIONS = sum(1 << op for op in _TOPIC_OPS)
+_CLUSTER_OPERATIONS = sum(1 << op for op in _CLUSTER_OPS)
 _NOT_REQUESTED = -(2**31)
 EARLIEST, EARLIEST_LOCAL = -2, -4
 
@@ -63,13 +74,22 @@ def kafka_brokers(view: ClusterView) -> dict[int, tuple[str, int, str | None]]:
     return out
 
 
+def authorized_operations(access: Access, ctx: RequestContext, rtype: ResourceType, name: str,
+                          ops: tuple[int, ...]) -> int:
+    """Kafka's ``authorizedOperations`` bit field: the operations of ``ops`` the principal may do."""
+    return sum(1 << op for op in ops if access.allowed(ctx, AclOperation(op), rtype, name))
+
+
 async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     body = req.body
     view = apis.broker.rm.view
+    access = apis.pipeline.access
     allow_create = bool(getattr(body, "allow_auto_topic_creation", True))
-    topic_ops = _TOPIC_OPERATIONS if getattr(body, "include_topic_authorized_operations", False) else _NOT_REQUESTED
+    want_topic_ops = bool(getattr(body, "include_topic_authorized_operations", False))
+    topic_ops = _TOPIC_OPERATIONS if want_topic_ops else _NOT_REQUESTED
     ids = {t.topic_id: name for name, t in view.topics.items()}
     unknown_ids = []
+    by_id: dict[str, Any] = {}  # topic names asked by id -> the id
     names: list[str] | None = None
     if body.topics is not None:
         names = []
@@ -80,14 +100,22 @@ async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContex
                 if name is None:
                     unknown_ids.append(t.topic_id)
                     continue
+                by_id[name] = t.topic_id
             names.append(name)
-    snap = metadata_api.describe(apis.broker, names)
+    snap = metadata_api.describe(apis.broker, names, ctx)
     brokers = {b.id: b for b in snap.brokers if b.kafka}
     topics = [{"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": i, "partitions": [],
                "topic_authorized_operations": topic_ops} for i in unknown_ids]
     for t in snap.topics:
+        if access.enabled and want_topic_ops:
+            topic_ops = authorized_operations(access, ctx, TOPIC, t.name, _TOPIC_OPS)
+        if t.error == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            topics.append({"error_code": int(t.error), "name": None if t.name in by_id else t.name,
+                           **({"topic_id": by_id[t.name]} if t.name in by_id else {}), "partitions": [],
+                           "is_internal": False, "topic_authorized_operations": topic_ops})
+            continue
         if t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            code = await _missing_topic(apis, t.name, allow_create)
+            code = await _missing_topic(apis, t.name, allow_create, ctx)
             topics.append({"error_code": int(code), "name": t.name, "partitions": [], "is_internal": False,
                            "topic_authorized_operations": topic_ops})
             continue
@@ -103,20 +131,33 @@ async def handle_metadata(apis: KafkaApis, req: RequestFrame, ctx: RequestContex
         "cluster_id": snap.cluster_id or None,
         "controller_id": min(brokers) if brokers else -1,
         "topics": topics,
-        "cluster_authorized_operations": (_CLUSTER_OPERATIONS if getattr(body, "include_cluster_authorized_operations",
-                                                                          False) else _NOT_REQUESTED),
+        "cluster_authorized_operations": _cluster_operations(access, ctx, body),
     }, 0
 
 
-async def _missing_topic(apis: KafkaApis, name: str, allow_create: bool) -> ErrorCode:
+def _cluster_operations(access: Access, ctx: RequestContext, body: Any) -> int:
+    if not getattr(body, "include_cluster_authorized_operations", False):
+        return _NOT_REQUESTED
+    if not access.enabled:
+        return _CLUSTER_OPERATIONS
+    return authorized_operations(access, ctx, CLUSTER, CLUSTER_NAME, _CLUSTER_OPS)
+
+
+async def _missing_topic(apis: KafkaApis, name: str, allow_create: bool,
+                         ctx: RequestContext | None = None) -> ErrorCode:
     """A topic that does not exist: auto-created when the request allows it (Kafka's answer meanwhile:
-    LEADER_NOT_AVAILABLE), else UNKNOWN_TOPIC_OR_PARTITION; an invalid name INVALID_TOPIC_EXCEPTION."""
+    LEADER_NOT_AVAILABLE), else UNKNOWN_TOPIC_OR_PARTITION; an invalid name INVALID_TOPIC_EXCEPTION.
+    With ACLs, creating needs CREATE on the cluster or the topic (TOPIC_AUTHORIZATION_FAILED)."""
     try:
         validate_topic_name(name)
     except TidelogError:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     if allow_create and apis.broker.configs.get("auto.create.topics.enable", True) and \
             name not in INTERNAL_TOPICS and apis.broker.links is not None:
+        access = apis.pipeline.access
+        if access.enabled and ctx is not None and not access.allowed(ctx, CREATE, CLUSTER, CLUSTER_NAME) and \
+                not access.check(ctx, CREATE, TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return ErrorCode(await apis.broker.links.auto_create_topic(name))
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -130,7 +171,7 @@ async def handle_list_offsets(apis: KafkaApis, req: RequestFrame, ctx: RequestCo
                for t in req.body.topics for p in t.partitions]
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for a in list_offsets_api.list_offsets(apis.broker, queries,
-                                           isolation_level=int(getattr(req.body, "isolation_level", 0))):
+                                           isolation_level=int(getattr(req.body, "isolation_level", 0)), ctx=ctx):
         by_topic.setdefault(a.tp.topic, []).append({
             "partition_index": a.tp.partition, "error_code": int(a.error), "timestamp": a.timestamp,
             "offset": a.offset, "leader_epoch": a.leader_epoch})
@@ -175,9 +216,20 @@ def _coordinator(apis: KafkaApis, key: str, key_type: int) -> dict[str, Any]:
     return {"key": key, "node_id": node, "host": host, "port": port, "error_code": 0, "error_message": None}
 
 
+def _authorized_coordinator(apis: KafkaApis, ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    access = apis.pipeline.access
+    if access.enabled and key_type in COORDINATOR_TOPICS:
+        rtype = GROUP if COORDINATOR_TOPICS[key_type] == OFFSETS_TOPIC else TRANSACTIONAL_ID
+        if not access.allowed(ctx, DESCRIBE, rtype, key):
+            exc = access.denied(ctx, DESCRIBE, rtype, key)
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(exc.code),
+                    "error_message": exc.code.name}
+    return _coordinator(apis, key, key_type)
+
+
 async def handle_find_coordinator(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: Connection) -> Reply:
     body = req.body
     key_type = int(getattr(body, "key_type", 0))
     if req.api.version >= 4:
-        return {"coordinators": [_coordinator(apis, k, key_type) for k in body.coordinator_keys]}, 0
-    return _coordinator(apis, body.key, key_type), 0
+        return {"coordinators": [_authorized_coordinator(apis, ctx, k, key_type) for k in body.coordinator_keys]}, 0
+    return _authorized_coordinator(apis, ctx, body.key, key_type), 0

@@ -1,6 +1,8 @@
 """Produce (API key 0) on the Kafka door: the received batches go to the request layer as the bytes
 they arrived in (never decoded into records and re-encoded); acks=0 gets no response, as Kafka.
-A transactional produce is verified with the transaction coordinator first (``txn_verify``, KIP-890)."""
+A transactional produce is verified with the transaction coordinator first (``txn_verify``, KIP-890).
+ACLs first of all (``produce_api.authorize``, the gRPC door's rule): TRANSACTIONAL_ID WRITE for a
+transactional request, WRITE on each topic; refusals are answered per partition."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
             for t in body.topic_data for p in t.partition_data]
     timeout_ms = int(body.timeout.total_seconds() * 1000)
     refused = {tp: r for tp, records in data if (r := _version_rule(records, req.api.version)) is not None}
+    if apis.pipeline.access.enabled:
+        refused.update(produce_api.authorize(apis.broker, ctx, body.transactional_id, data))
     if body.transactional_id is not None:
         refused.update(await _verify(apis, body.transactional_id, req.api.version,
                                      [d for d in data if d[0] not in refused]))

@@ -13,6 +13,14 @@ AddOffsetsToTxn and EndTxn v2; ``TRANSACTION_ABORTABLE`` (KIP-890) is ``INVALID_
 InitProducerId v5, AddOffsetsToTxn, EndTxn and TxnOffsetCommit v4 (and on every client
 AddPartitionsToTxn version). A coordinator that cannot be reached answers ``NOT_COORDINATOR`` (the
 client looks it up again); none owning the id yet ``COORDINATOR_NOT_AVAILABLE``.
+
+ACLs are checked here before anything is forwarded, as Kafka's ``KafkaApis``: WRITE on the transactional
+id for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+(``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``; an idempotent InitProducerId needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic); WRITE on each topic added (``TOPIC_AUTHORIZATION_FAILED``, the others
+``OPERATION_NOT_ATTEMPTED``); READ on the group for AddOffsetsToTxn and TxnOffsetCommit
+(``GROUP_AUTHORIZATION_FAILED``) and on each committed topic; DESCRIBE on the transactional id for
+DescribeTransactions, and ListTransactions lists only those.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from shared.errors import ErrorCode
 from shared.kafka.messages import RequestFrame
 from shared.proto import coordinator_pb2 as cpb
 from shared.proto import transactions_pb2 as tpb
+from shared.security.access import DESCRIBE, GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from shared.txn_topic import TRANSACTION_STATE_TOPIC
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
@@ -64,6 +73,14 @@ def client_error(code: int, api_key: int, version: int) -> int:
     return int(code)
 
 
+def _txn_denied(apis: KafkaApis, ctx: RequestContext, tid: str | None) -> int:
+    """0, or TRANSACTIONAL_ID_AUTHORIZATION_FAILED (audited) without WRITE on the transactional id."""
+    access = apis.pipeline.access
+    if not access.enabled or access.check(ctx, WRITE, TRANSACTIONAL_ID, tid or ""):
+        return 0
+    return int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
 def _router(apis: KafkaApis) -> TxnRouter:
     router: TxnRouter | None = getattr(apis, "txn", None)
     if router is None:
@@ -90,8 +107,10 @@ async def handle_init_producer_id(apis: KafkaApis, req: RequestFrame, ctx: Reque
     v = req.api.version
     none = {"producer_id": -1, "producer_epoch": -1}
     if b.transactional_id is None:
-        a = await init_producer_id_api.init_producer_id(apis.broker, None, ErrorCode.INVALID_REQUEST)
+        a = await init_producer_id_api.init_producer_id(apis.broker, None, ErrorCode.INVALID_REQUEST, ctx=ctx)
         return {"error_code": int(a.error), "producer_id": a.producer_id, "producer_epoch": a.producer_epoch}, 0
+    if denied := _txn_denied(apis, ctx, b.transactional_id):
+        return {"error_code": denied, **none}, 0
     request = tpb.TxnInitProducerIdRequest(
         transactional_id=b.transactional_id, transaction_timeout_ms=_ms(b.transaction_timeout),
         producer_id=int(getattr(b, "producer_id", -1)), producer_epoch=int(getattr(b, "producer_epoch", -1)),
@@ -117,13 +136,21 @@ async def handle_add_partitions_to_txn(apis: KafkaApis, req: RequestFrame, ctx: 
         client_transaction_version=CLIENT_TRANSACTION_VERSION,
         topics=[tpb.TxnTopic(name=t.name, partitions=[int(p) for p in t.partitions]) for t in b.v3_and_below_topics])
     codes: dict[tuple[str, int], int] = {}
-    every = 0
-    try:
-        r = await _router(apis).call(tid, "AddPartitionsToTxn", request)
-        every = r.error_code
-        codes = {(t.name, p.partition): p.error_code for t in r.results for p in t.partitions}
-    except NoCoordinator as exc:
-        every = int(exc.code)
+    every = _txn_denied(apis, ctx, tid)
+    access = apis.pipeline.access
+    refused = {t.name for t in b.v3_and_below_topics if not access.check(ctx, WRITE, TOPIC, t.name)} \
+        if access.enabled and not every else set()
+    if refused:  # Kafka: the refused topics' error, the others not attempted, nothing forwarded
+        codes = {(t.name, int(p)): int(ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused
+                                       else ErrorCode.OPERATION_NOT_ATTEMPTED)
+                 for t in b.v3_and_below_topics for p in t.partitions}
+    elif not every:
+        try:
+            r = await _router(apis).call(tid, "AddPartitionsToTxn", request)
+            every = r.error_code
+            codes = {(t.name, p.partition): p.error_code for t in r.results for p in t.partitions}
+        except NoCoordinator as exc:
+            every = int(exc.code)
     # a partition the coordinator did not name was not attempted (Kafka: OPERATION_NOT_ATTEMPTED)
     missing = int(ErrorCode.OPERATION_NOT_ATTEMPTED) if not every else every
     return {"results_by_topic_v3_and_below": [
@@ -141,6 +168,11 @@ async def handle_add_offsets_to_txn(apis: KafkaApis, req: RequestFrame, ctx: Req
     request = tpb.AddOffsetsToTxnRequest(transactional_id=b.transactional_id, producer_id=int(b.producer_id),
                                          producer_epoch=int(b.producer_epoch), group_id=b.group_id,
                                          client_transaction_version=CLIENT_TRANSACTION_VERSION)
+    if denied := _txn_denied(apis, ctx, b.transactional_id):
+        return {"error_code": denied}, 0
+    access = apis.pipeline.access
+    if access.enabled and not access.check(ctx, READ, GROUP, b.group_id):
+        return {"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}, 0
     try:
         r = await _router(apis).call(b.transactional_id, "AddOffsetsToTxn", request)
     except NoCoordinator as exc:
@@ -153,6 +185,8 @@ async def handle_end_txn(apis: KafkaApis, req: RequestFrame, ctx: RequestContext
     request = tpb.EndTxnRequest(transactional_id=b.transactional_id, producer_id=int(b.producer_id),
                                 producer_epoch=int(b.producer_epoch), committed=bool(b.committed),
                                 client_transaction_version=CLIENT_TRANSACTION_VERSION)
+    if denied := _txn_denied(apis, ctx, b.transactional_id):
+        return {"error_code": denied}, 0
     try:
         r = await _router(apis).call(b.transactional_id, "EndTxn", request)
     except NoCoordinator as exc:
@@ -176,13 +210,25 @@ async def handle_txn_offset_commit(apis: KafkaApis, req: RequestFrame, ctx: Requ
                                       committed_metadata=p.committed_metadata or "")
             for p in t.partitions]) for t in b.topics])
     codes: dict[tuple[str, int], int] = {}
-    every = 0
-    try:
-        r = await _group_router(apis).call(b.group_id, "TxnOffsetCommit", request)
-        every = r.error_code
-        codes = {(t.name, p.partition): p.error_code for t in r.topics for p in t.partitions}
-    except NoCoordinator as exc:
-        every = int(exc.code)
+    every = _txn_denied(apis, ctx, b.transactional_id)
+    access = apis.pipeline.access
+    if access.enabled and not every and not access.check(ctx, READ, GROUP, b.group_id):
+        every = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = {t.name for t in b.topics if not access.check(ctx, READ, TOPIC, t.name)} \
+        if access.enabled and not every else set()
+    if refused:
+        kept = [t for t in request.topics if t.name not in refused]
+        del request.topics[:]
+        request.topics.extend(kept)
+        codes = {(t.name, p.partition_index): int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                 for t in b.topics if t.name in refused for p in t.partitions}
+    if not every and request.topics:
+        try:
+            r = await _group_router(apis).call(b.group_id, "TxnOffsetCommit", request)
+            every = r.error_code
+            codes.update({(t.name, p.partition): p.error_code for t in r.topics for p in t.partitions})
+        except NoCoordinator as exc:
+            every = int(exc.code)
     return {"topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index,
          "error_code": client_error(every or codes.get((t.name, p.partition_index), 0), TXN_OFFSET_COMMIT, v)}
@@ -197,7 +243,11 @@ async def handle_describe_transactions(apis: KafkaApis, req: RequestFrame, ctx: 
     ids = list(req.body.transactional_ids)
     by_address: dict[str, list[str]] = {}
     answers: dict[str, dict[str, Any]] = {}
+    access = apis.pipeline.access
     for tid in ids:
+        if access.enabled and not access.check(ctx, DESCRIBE, TRANSACTIONAL_ID, tid):
+            answers[tid] = _undescribed(tid, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         try:
             by_address.setdefault(router.address_for(tid), []).append(tid)
         except NoCoordinator as exc:
@@ -244,6 +294,7 @@ async def handle_list_transactions(apis: KafkaApis, req: RequestFrame, ctx: Requ
                                           producer_id_filters=[int(p) for p in b.producer_id_filters or ()],
                                           duration_filter_ms=int(getattr(b, "duration_filter", -1)))
     router = _router(apis)
+    access = apis.pipeline.access
     out: list[dict[str, Any]] = []
     error = 0
     if not (filters and not request.state_filters):  # only unknown states asked: nothing matches
@@ -257,6 +308,8 @@ async def handle_list_transactions(apis: KafkaApis, req: RequestFrame, ctx: Requ
                 error = r.error_code
             for t in r.transactions:
                 if coordinator_node(apis, t.transactional_id, TRANSACTION_STATE_TOPIC) != apis.broker.broker_id:
+                    continue
+                if access.enabled and not access.allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t.transactional_id):
                     continue
                 out.append({"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                             "transaction_state": t.transaction_state})

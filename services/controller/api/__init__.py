@@ -21,7 +21,7 @@ and effective quotas: two reads of the same entries), ``alter_client_quotas``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from services.controller.election import ControllerElection
 from services.controller.groups_admin import GroupAdmin
@@ -47,6 +47,25 @@ class ControllerApi:
     balancer: BalancerLoop | None = None
     quotas: QuotaConfigs = field(init=False)
     groups: GroupAdmin = field(init=False)
+    #: the process's shared.security.service_security.ServiceSecurity, set by the controller at start (None
+    #: or disabled: everything is allowed), and the Access built over it (``services.controller.authz``)
+    security: Any = None
+    _access: Any = field(default=None, init=False, repr=False)
+    _access_override: Any = field(default=None, init=False, repr=False)
+
+    @property
+    def access(self) -> Any:
+        """The ``Access`` API modules check with (None while security is off): ``authz.access_of``, unless
+        one was set (tests)."""
+        if self._access_override is not None:
+            return self._access_override
+        from services.controller.authz import access_of
+
+        return access_of(self)
+
+    @access.setter
+    def access(self, value: Any) -> None:
+        self._access_override = value
 
     def __post_init__(self) -> None:
         self.quotas = QuotaConfigs(self.store)

@@ -1,13 +1,15 @@
 """AlterPartition, from partition leaders: ISR changes proposed against the partition's epochs, checked
 and written by the active controller. Kafka's form carries many partitions, each answered on its own
 (``batched``); the older one-partition form is answered for the whole request. NOT_CONTROLLER and
-STALE_BROKER_EPOCH refuse the whole request."""
+STALE_BROKER_EPOCH refuse the whole request. When security is on, only broker ``broker_id``'s own service
+certificate with CLUSTER_ACTION may send it (``authz.broker_refusal``: CLUSTER_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from services.controller.api import ControllerApi
+from services.controller.authz import access_of, broker_refusal
 from services.controller.partitions import MAX_ALTER_PARTITION_ITEMS, AlterItem
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.types import PartitionState
@@ -31,6 +33,8 @@ class AlterPartitionResponse:
 
 
 async def alter_partition(c: ControllerApi, ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
+    if (why := broker_refusal(access_of(c), ctx, request.broker_id)) is not None:
+        return AlterPartitionResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, why)
     pc = c.active_partitions()
     if pc is None:
         return AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, "not the active controller")

@@ -1,11 +1,14 @@
 """ControlledShutdown, from a broker about to stop: the active controller moves its leaderships away
-and answers how many it still holds (partitions where it is the only ISR member)."""
+and answers how many it still holds (partitions where it is the only ISR member). When security is on,
+only broker ``broker_id``'s own service certificate with CLUSTER_ACTION may ask
+(``authz.broker_refusal``: CLUSTER_AUTHORIZATION_FAILED): its incarnation is no secret."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from services.controller.api import ControllerApi
+from services.controller.authz import access_of, broker_refusal
 from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext
 
@@ -25,6 +28,8 @@ class ControlledShutdownResponse:
 
 async def controlled_shutdown(c: ControllerApi, ctx: RequestContext,
                               request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    if (why := broker_refusal(access_of(c), ctx, request.broker_id)) is not None:
+        return ControlledShutdownResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, why)
     pc = c.active_partitions()
     if pc is None:
         return ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER, "not the active controller")

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.controller.api import ControllerApi
+from services.controller.authz import Op, Res, access_of
 from shared.request_context import RequestContext
+from shared.security.acl import CLUSTER_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +24,13 @@ class DescribeGroup:
 
 
 async def list_groups(c: ControllerApi, ctx: RequestContext, request: ListGroups) -> dict[str, Any]:
-    """``{"groups": [{"group_id", "state", "members"}, ...]}``."""
-    return {"groups": await c.groups.list_groups()}
+    """``{"groups": [{"group_id", "state", "members"}, ...]}``; when security is on, without CLUSTER DESCRIBE
+    only the groups the principal may DESCRIBE (as Kafka's ListGroups)."""
+    groups = await c.groups.list_groups()
+    access = access_of(c)
+    if access is not None and not access.allowed(ctx, Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        groups = [g for g in groups if access.allowed(ctx, Op.DESCRIBE, Res.GROUP, str(g.get("group_id", "")))]
+    return {"groups": groups}
 
 
 async def describe_group(c: ControllerApi, ctx: RequestContext, request: DescribeGroup) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.request_context import RequestContext
+from shared.security.transport import aio_channel
 from shared.service import GRPC_OPTIONS
 
 ASK_TIMEOUT_S = 10.0
@@ -52,7 +53,7 @@ class LogDirsView(BaseModel):
 async def _ask(broker: int, address: str, topics: list[str] | None) -> BrokerLogDirs:
     req = pb.DescribeLogDirsRequest(topics=[pb.DescribeLogDirsTopic(name=t) for t in topics or []])
     try:
-        async with grpc.aio.insecure_channel(address, options=GRPC_OPTIONS) as channel:
+        async with aio_channel(address, options=GRPC_OPTIONS) as channel:
             resp = await pb_grpc.BrokerStub(channel).DescribeLogDirs(req, timeout=ASK_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:
         return BrokerLogDirs(broker=broker, error=f"{ErrorCode.BROKER_NOT_AVAILABLE.name}: {exc.code().name}")

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from services.controller.api import ControllerApi
+from services.controller.authz import Op, Res, access_of
 from shared.request_context import RequestContext
 
 
@@ -45,7 +46,11 @@ class TopicView(BaseModel):
 
 
 async def list_topics(c: ControllerApi, ctx: RequestContext, request: ListTopics) -> TopicList:
-    return TopicList(topics=await c.topic_manager().topic_names())
+    """Every topic, or when security is on only those the principal may DESCRIBE (as Kafka's Metadata)."""
+    names = await c.topic_manager().topic_names()
+    if (access := access_of(c)) is not None:
+        names = [n for n in names if access.allowed(ctx, Op.DESCRIBE, Res.TOPIC, n)]
+    return TopicList(topics=names)
 
 
 async def describe_topic(c: ControllerApi, ctx: RequestContext, request: DescribeTopic) -> TopicView:

@@ -11,6 +11,7 @@ from typing import Any
 
 from services.controller.api import ControllerApi
 from services.controller.api.transactions_admin import TxnAdmin
+from services.controller.authz import Op, Res, access_of
 from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext
 from shared.types import TopicPartition
@@ -48,6 +49,8 @@ async def list_transactions(c: ControllerApi, ctx: RequestContext, request: List
     if unknown:
         raise TidelogError(f"unknown transaction state(s) {unknown}; one of {list(TXN_STATES)}", code=ErrorCode.INVALID_REQUEST)
     rows = await admin(c).list_transactions(list(request.states), list(request.producer_ids), request.duration_ms)
+    if (access := access_of(c)) is not None:  # only the ids the principal may DESCRIBE, as Kafka
+        rows = [r for r in rows if access.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, str(r.get("transactional_id", "")))]
     return {"transactions": rows}
 
 

@@ -18,6 +18,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto import transactions_pb2 as tpb
 from shared.proto import transactions_pb2_grpc as tpb_grpc
+from shared.security.transport import aio_channel
 from shared.txn_topic import TRANSACTION_STATE_TOPIC, txn_partition_for
 from shared.types import TopicPartition
 
@@ -61,7 +62,7 @@ class TxnAdmin:
         for _ in range(attempts):
             try:
                 owner, address = await self._owner(transactional_id)
-                async with grpc.aio.insecure_channel(address) as ch:
+                async with aio_channel(address) as ch:
                     resp = await tpb_grpc.TransactionCoordinatorStub(ch).DescribeTransactions(
                         tpb.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=10)
             except grpc.aio.AioRpcError as exc:
@@ -89,7 +90,7 @@ class TxnAdmin:
         for instance, address in sorted((await self._coordinators()).items()):
             for _ in range(attempts):
                 try:
-                    async with grpc.aio.insecure_channel(address) as ch:
+                    async with aio_channel(address) as ch:
                         resp = await tpb_grpc.TransactionCoordinatorStub(ch).ListTransactions(tpb.ListTransactionsRequest(
                             state_filters=states, producer_id_filters=producer_ids, duration_filter_ms=duration_ms),
                             timeout=5)
@@ -159,7 +160,7 @@ class TxnAdmin:
                 for tp in group:
                     topics.setdefault(tp.topic, []).append(tp.partition)
                 try:
-                    async with grpc.aio.insecure_channel(address) as ch:
+                    async with aio_channel(address) as ch:
                         resp = await pb_grpc.BrokerStub(ch).DescribeProducers(pb.DescribeProducersRequest(topics=[
                             pb.DescribeProducersTopic(name=t, partitions=ps) for t, ps in topics.items()]), timeout=10)
                 except grpc.aio.AioRpcError as exc:
@@ -195,7 +196,7 @@ class TxnAdmin:
                 last = "no leader"
             else:
                 try:
-                    async with grpc.aio.insecure_channel(address) as ch:
+                    async with aio_channel(address) as ch:
                         resp = await pb_grpc.BrokerStub(ch).WriteTxnMarkers(pb.WriteTxnMarkersRequest(markers=[
                             pb.WritableTxnMarker(producer_id=producer_id, producer_epoch=producer_epoch, committed=False,
                                                  coordinator_epoch=coordinator_epoch, topics=[

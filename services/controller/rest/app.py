@@ -1,14 +1,24 @@
-"""Builds the FastAPI application served by every controller process."""
+"""Builds the FastAPI application served by every controller process.
+
+Security (issue 23): the app-wide dependency (``deps.request_context``) authenticates and authorizes
+every route when ``ControllerApi.security`` is on; 401 and 403 answers carry ``ErrorBody`` with Kafka's
+names (``SASL_AUTHENTICATION_FAILED``, ``TOPIC_AUTHORIZATION_FAILED``, ...). A write that succeeded is
+written to the audit log as an ``admin_change`` (who, what, from where), once, by the controller that
+did it (a standby that forwarded the request leaves it to the active one)."""
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI, Request
+from collections.abc import Awaitable, Callable
+
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 
 from services.controller.api import ControllerApi
+from services.controller.authz import audit_change
 from services.controller.rest import (
+    acls,
     broker_configs,
     cleaner,
     cluster,
@@ -18,6 +28,7 @@ from services.controller.rest import (
     quotas,
     topics,
     transactions,
+    users,
 )
 from services.controller.rest.balancer import router as balancer_router
 from services.controller.rest.deps import request_context
@@ -25,6 +36,7 @@ from services.controller.rest.docs import keep_docs_offline
 from services.controller.rest.errors import document_errors
 from services.controller.rest.reassignments import router as reassignments_router
 from shared.errors import ErrorCode, TidelogError
+from shared.security.access import AuthorizationFailed
 
 _STATUS = {
     ErrorCode.TOPIC_ALREADY_EXISTS: 409,
@@ -34,6 +46,11 @@ _STATUS = {
     ErrorCode.NON_EMPTY_GROUP: 409,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: 503,
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: 404,
+    ErrorCode.SASL_AUTHENTICATION_FAILED: 401,
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: 403,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: 403,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: 403,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: 403,
 }
 
 
@@ -44,7 +61,7 @@ def create_app(controller: ControllerApi | None) -> FastAPI:
     app = FastAPIOffline(
         title="Tidelog admin API",
         version="1",
-        description="Manage a Tidelog cluster: cluster state, topics and quotas.",
+        description="Manage a Tidelog cluster: cluster state, topics, quotas, ACLs and users.",
         dependencies=[Depends(request_context)],  # every route enters through the request context
     )
     app.state.controller = controller
@@ -60,12 +77,29 @@ def create_app(controller: ControllerApi | None) -> FastAPI:
     app.include_router(log_dirs.router)
     app.include_router(reassignments_router)
     app.include_router(balancer_router)
-    document_errors(app)  # every route lists its error codes with ErrorBody; no FastAPI 422
+    app.include_router(acls.router)  # /v1/acls and /v1/users (issue 23)
+    app.include_router(users.router)
+    document_errors(app)  # every route lists its error codes with ErrorBody (and 401/403); no FastAPI 422
+
+    @app.middleware("http")
+    async def audit_admin_changes(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        state = request.scope.get("state") or {}
+        change = state.get("admin_change")
+        if change is not None and response.status_code < 400 and not state.get("forwarded"):
+            ctx = state.get("context")
+            if ctx is not None:
+                audit_change(ctx, change, f"HTTP {response.status_code}")
+        return response
 
     @app.exception_handler(TidelogError)
     async def tidelog_error(_: Request, exc: TidelogError) -> JSONResponse:
         status = _STATUS.get(exc.code, 400)
         return JSONResponse(status_code=status, content={"error": exc.code.name, "message": exc.args[0] if exc.args else exc.code.name})
+
+    @app.exception_handler(AuthorizationFailed)
+    async def not_authorized(_: Request, exc: AuthorizationFailed) -> JSONResponse:
+        return JSONResponse(status_code=403, content={"error": exc.code.name, "message": exc.message})
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(_: Request, exc: RequestValidationError) -> JSONResponse:

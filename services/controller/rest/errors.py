@@ -51,8 +51,16 @@ def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, 
     return out
 
 
-_HTTP_ERRORS = {400: "INVALID_REQUEST", 403: "CLUSTER_AUTHORIZATION_FAILED", 404: "NOT_FOUND",
-                405: "METHOD_NOT_ALLOWED"}
+_HTTP_ERRORS = {400: "INVALID_REQUEST", 401: "SASL_AUTHENTICATION_FAILED", 403: "CLUSTER_AUTHORIZATION_FAILED",
+                404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+
+#: declared on every /v1 route (answered when security is on)
+SECURITY_RESPONSES = {
+    "401": "No valid credential (SASL_AUTHENTICATION_FAILED): HTTP Basic with a SCRAM user and its password, "
+           "when the cluster is secure",
+    "403": "The principal lacks the route's right (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, "
+           "CLUSTER_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED)",
+}
 
 
 def document_errors(app: FastAPI) -> None:
@@ -70,16 +78,30 @@ def document_errors(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            for path in schema.get("paths", {}).values():
+            for route, path in schema.get("paths", {}).items():
                 for op in path.values():
                     if isinstance(op, dict):
                         op.get("responses", {}).pop("422", None)
+                        if route.startswith("/v1"):
+                            _declare_security(op)
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["basicAuth"] = {
+                "type": "http", "scheme": "basic",
+                "description": "a SCRAM user and its password (secure clusters only; over HTTPS)"}
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
             app.openapi_schema = _exact_bounds(schema)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _declare_security(op: dict[str, Any]) -> None:
+    """401 and 403 with ``ErrorBody``, and HTTP Basic as the (optional on plaintext) security scheme."""
+    responses = op.setdefault("responses", {})
+    for code, text in SECURITY_RESPONSES.items():
+        responses.setdefault(code, {"description": text, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+    op["security"] = [{"basicAuth": []}, {}]
 
 
 def _exact_bounds(node: Any) -> Any:

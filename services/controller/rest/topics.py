@@ -23,7 +23,7 @@ from services.controller.api.create_partitions import AddPartitions
 from services.controller.api.create_topic import CreateTopic
 from services.controller.api.describe_topics import TopicList, TopicView
 from services.controller.api.fields import TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
-from services.controller.rest.deps import Api, Ctx
+from services.controller.rest.deps import Api, Ctx, forward_headers, forward_verify
 from services.controller.rest.errors import error_responses
 from shared.errors import NotActiveError
 
@@ -34,7 +34,8 @@ TopicName = Annotated[str, Path(description="topic name", pattern=TOPIC_NAME_PAT
 
 
 async def _forward(c: ControllerApi, request: Request) -> Response | None:
-    """None if this controller is active; else the active controller's answer to the same request."""
+    """None if this controller is active; else the active controller's answer to the same request (with
+    the caller's credential: the active controller checks it again; over TLS, verified by the cluster CA)."""
     if c.active:
         return None
     active = await c.store.get(c.store.keys.controller())
@@ -42,13 +43,16 @@ async def _forward(c: ControllerApi, request: Request) -> Response | None:
         raise NotActiveError("no active controller right now; retry shortly")
     url = active[0]["rest"] + request.url.path
     try:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(timeout=60, verify=forward_verify(c)) as client:
             upstream = await client.request(
-                request.method, url, content=await request.body(), headers={"content-type": "application/json"}
+                request.method, url, content=await request.body(), headers=forward_headers(request)
             )
     except httpx.HTTPError as exc:
         raise NotActiveError(f"the active controller did not answer ({type(exc).__name__}); retry shortly") from None
-    return Response(upstream.content, status_code=upstream.status_code, media_type="application/json")
+    request.state.forwarded = True  # the active controller audits the change
+    headers = {k: v for k, v in upstream.headers.items() if k.lower() in ("www-authenticate", "retry-after")}
+    return Response(upstream.content, status_code=upstream.status_code, media_type="application/json",
+                    headers=headers)
 
 
 @router.post("", status_code=201, response_model=TopicView, summary="Create a topic",

@@ -7,12 +7,12 @@ The protobuf messages are the typed requests here because the coordinator has on
 broker's Kafka listener reaches it through the same gRPC service, so a second set of types would
 only copy the schema. The gRPC servicer (``services/coordinator/servicer.py``) only hands calls to
 these modules. ``CoordinatorApi`` is what they share: the partitions runtime, the classic group
-service and the metrics.
+service and the metrics, and the process's security (``authz.access_of``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.coordinator.classic_service import ClassicGroupService
@@ -25,3 +25,7 @@ class CoordinatorApi:
     classic: ClassicGroupService
     #: services.coordinator.metrics.CoordinatorMetrics when the process exposes /metrics
     metrics: Any = None
+    #: the process's shared.security.service_security.ServiceSecurity (set by the service at start; None
+    #: or disabled: everything is allowed), and the Access built over it (``services.coordinator.authz``)
+    security: Any = None
+    _access: Any = field(default=None, repr=False)

@@ -2,7 +2,8 @@
 offset commits in one ``__consumer_offsets`` partition (or one group) -- Tidelog's stand-in for
 Kafka's COMMIT/ABORT marker on that partition (``pending_offsets.py``).
 
-Sent once the transaction's PrepareCommit/PrepareAbort is durable, and again until answered NONE.
+Sent once the transaction's PrepareCommit/PrepareAbort is durable, and again until answered NONE. Internal: only from a coordinator's service certificate with CLUSTER_ACTION when
+security is on (``authz.internal_refusal``: CLUSTER_AUTHORIZATION_FAILED).
 Idempotent: once the pending records are tombstoned there is nothing left to complete. Answered once
 the records are committed; they are applied then, in write order."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from services.coordinator.api import CoordinatorApi
+from services.coordinator.authz import access_of, internal_refusal
 from services.coordinator.group import GroupError, fail
 from services.coordinator.runtime import PartitionRuntime
 from shared.errors import ErrorCode
@@ -21,6 +23,8 @@ from shared.request_context import RequestContext
 
 async def complete_txn_offsets(c: CoordinatorApi, ctx: RequestContext,
                                request: cpb.CompleteTxnOffsetsRequest) -> cpb.CompleteTxnOffsetsResponse:
+    if (access := access_of(c)) is not None and (why := internal_refusal(access, ctx, "coordinator")) is not None:
+        return cpb.CompleteTxnOffsetsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=why)
     target = request.WhichOneof("target")
     try:
         if target is None:

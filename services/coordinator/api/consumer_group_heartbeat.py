@@ -5,14 +5,26 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import from_tps, peer_host, to_tps
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.membership import HeartbeatRequest
+from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
 
 
 async def consumer_group_heartbeat(c: CoordinatorApi, ctx: RequestContext, request: cpb.ConsumerGroupHeartbeatRequest,
                                    ) -> cpb.ConsumerGroupHeartbeatResponse:
+    if (access := access_of(c)) is not None:
+        if not allowed(access, ctx, Op.READ, Res.GROUP, request.group_id):
+            return cpb.ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message=denied_message(Op.READ, Res.GROUP, request.group_id))
+        # Kafka (KIP-848): the subscribed topics need DESCRIBE
+        if denied := split_topics(access, ctx, Op.DESCRIBE, request.subscribed_topic_names):
+            return cpb.ConsumerGroupHeartbeatResponse(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=f"TOPIC_AUTHORIZATION_FAILED: not authorized to DESCRIBE {', '.join(sorted(denied))}")
     try:
         pr = c.runtime.runtime_for(request.group_id)
         result, recs = pr.shard.heartbeat(_heartbeat_request(request, ctx), c.runtime.now_ms())

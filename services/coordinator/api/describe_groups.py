@@ -1,10 +1,13 @@
 """DescribeGroups: each group's state and members, for consumer groups (KIP-848) and classic groups
-alike; a group that does not exist is GROUP_ID_NOT_FOUND, in state Dead."""
+alike; a group that does not exist is GROUP_ID_NOT_FOUND, in state Dead. When security is on
+(``authz``), a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED, with no state, no
+members (their ids and epochs would let anyone commit as them), as Kafka's ``handleDescribeGroupsRequest``."""
 
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import from_tps
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
 from services.coordinator.classic_group import STABLE, ClassicGroup
 from services.coordinator.consumer_protocol import PROTOCOL_TYPE, assigned_partitions, subscribed_topics
 from services.coordinator.group import STATE_NAMES, ConsumerGroup, GroupError, fail
@@ -17,7 +20,12 @@ from shared.request_context import RequestContext
 async def describe_groups(c: CoordinatorApi, ctx: RequestContext,
                           request: cpb.DescribeGroupsRequest) -> cpb.DescribeGroupsResponse:
     resp = cpb.DescribeGroupsResponse()
+    access = access_of(c)
     for gid in request.group_ids:
+        if access is not None and not allowed(access, ctx, Op.DESCRIBE, Res.GROUP, gid):
+            resp.groups.add(group_id=gid, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                            error_message=denied_message(Op.DESCRIBE, Res.GROUP, gid))
+            continue
         try:
             pr = c.runtime.runtime_for(gid)
             g = pr.shard.describe(gid)

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import error_message, peer_host
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
 from services.coordinator.classic_messages import JoinRequest, JoinResponse
 from services.coordinator.group import GroupError
+from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
 
 
 async def join_group(c: CoordinatorApi, ctx: RequestContext, request: cpb.JoinGroupRequest) -> cpb.JoinGroupResponse:
+    if (access := access_of(c)) is not None and not allowed(access, ctx, Op.READ, Res.GROUP, request.group_id):
+        return cpb.JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                     error_message=denied_message(Op.READ, Res.GROUP, request.group_id),
+                                     member_id=request.member_id)
     req = JoinRequest(
         group_id=request.group_id, member_id=request.member_id, instance_id=request.group_instance_id or None,
         protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],

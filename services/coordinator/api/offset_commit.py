@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator, Awaitable
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import topic_errors
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.shard import OffsetCommit
+from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
 from shared.types import TopicPartition
@@ -55,10 +57,27 @@ async def offset_commit_stream(c: CoordinatorApi, ctx: RequestContext, batches: 
 def start_commit(c: CoordinatorApi, ctx: RequestContext,
                  request: cpb.OffsetCommitRequest) -> Awaitable[cpb.OffsetCommitResponse]:
     """Check the commit and queue its records for writing now; the awaitable gives the response once
-    they are written (the offsets are applied then, in write order, whoever awaits)."""
+    they are written (the offsets are applied then, in write order, whoever awaits).
+
+    When security is on (``authz``): GROUP READ, else every partition answers GROUP_AUTHORIZATION_FAILED
+    and nothing is written; partitions of topics without TOPIC READ answer TOPIC_AUTHORIZATION_FAILED and
+    the others are committed (Kafka's ``handleOffsetCommitRequest``)."""
+    denied: set[str] = set()
+    if (access := access_of(c)) is not None:
+        if not allowed(access, ctx, Op.READ, Res.GROUP, request.group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            return _answered(cpb.OffsetCommitResponse(
+                error_code=code, error_message=denied_message(Op.READ, Res.GROUP, request.group_id),
+                topics=topic_errors({TopicPartition(t.name, p.partition): code
+                                     for t in request.topics for p in t.partitions})))
+        denied = split_topics(access, ctx, Op.READ, (t.name for t in request.topics))
     commits = [OffsetCommit(TopicPartition(t.name, p.partition), p.committed_offset,
                             p.committed_leader_epoch if p.committed_leader_epoch else -1, p.committed_metadata)
-               for t in request.topics for p in t.partitions]
+               for t in request.topics if t.name not in denied for p in t.partitions]
+    refused = {TopicPartition(t.name, p.partition): int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+               for t in request.topics if t.name in denied for p in t.partitions}
+    if refused and not commits:
+        return _answered(cpb.OffsetCommitResponse(topics=topic_errors(refused)))
     started = time.perf_counter()
     rt = c.runtime
     try:
@@ -68,6 +87,8 @@ def start_commit(c: CoordinatorApi, ctx: RequestContext,
         written = rt.submit(pr, recs)
     except GroupError as exc:
         return _answered(cpb.OffsetCommitResponse(error_code=exc.code, error_message=str(exc)))
+    if refused:
+        errors = {**errors, **refused}
 
     def apply(f: asyncio.Future[int]) -> None:  # runs in write order, whether or not anyone awaits
         if not f.cancelled() and f.exception() is None:

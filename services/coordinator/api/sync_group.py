@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import error_message
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
 from services.coordinator.classic_messages import SyncRequest, SyncResponse
 from services.coordinator.group import GroupError
+from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
 
 
 async def sync_group(c: CoordinatorApi, ctx: RequestContext, request: cpb.SyncGroupRequest) -> cpb.SyncGroupResponse:
+    if (access := access_of(c)) is not None and not allowed(access, ctx, Op.READ, Res.GROUP, request.group_id):
+        return cpb.SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                     error_message=denied_message(Op.READ, Res.GROUP, request.group_id))
     req = SyncRequest(
         group_id=request.group_id, member_id=request.member_id, generation_id=request.generation_id,
         instance_id=request.group_instance_id or None, protocol_type=request.protocol_type or None,

@@ -1,8 +1,10 @@
 """AddOffsetsToTxn: the group whose offsets the transaction commits; its ``__consumer_offsets`` partition
-joins the transaction (completed through the group coordinator's CompleteTxnOffsets, not a marker)."""
+joins the transaction (completed through the group coordinator's CompleteTxnOffsets, not a marker).
+When security is on (``authz``), as Kafka: TRANSACTIONAL_ID WRITE, then GROUP READ."""
 
 from __future__ import annotations
 
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
 from services.coordinator.group import GroupError
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
@@ -16,6 +18,14 @@ async def txn_add_offsets(t: TxnService, ctx: RequestContext,
     if not request.transactional_id or not request.group_id:
         return tpb.AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_REQUEST,
                                            error_message="transactional_id and group_id are required")
+    if (access := access_of(t)) is not None:
+        txn_id, gid = request.transactional_id, request.group_id
+        if not allowed(access, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+            return tpb.AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                               error_message=denied_message(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id))
+        if not allowed(access, ctx, Op.READ, Res.GROUP, gid):
+            return tpb.AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                               error_message=denied_message(Op.READ, Res.GROUP, gid))
     try:
         pr = t.runtime.txn_runtime_for(request.transactional_id)
         offsets_partitions = t.runtime.view.partitions_of(OFFSETS_TOPIC)

@@ -3,10 +3,16 @@
 transactional produce, KIP-890 part 1: TRANSACTION_ABORTABLE for one that is not).
 
 As Kafka: partitions of topics that do not exist are UNKNOWN_TOPIC_OR_PARTITION and then the others
-OPERATION_NOT_ATTEMPTED; a request-level error (NOT_COORDINATOR, ...) is also set on every partition."""
+OPERATION_NOT_ATTEMPTED; a request-level error (NOT_COORDINATOR, ...) is also set on every partition.
+
+When security is on (``authz``): ``verify_only`` comes from partition leaders (or a group coordinator
+verifying a TxnOffsetCommit) only: a broker's or coordinator's service certificate with CLUSTER_ACTION, else CLUSTER_AUTHORIZATION_FAILED); otherwise, as Kafka,
+TRANSACTIONAL_ID WRITE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition) and TOPIC WRITE per
+topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
 
 from __future__ import annotations
 
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, internal_refusal, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
@@ -21,6 +27,17 @@ async def txn_add_partitions(t: TxnService, ctx: RequestContext,
     txn_id = request.transactional_id
     if not txn_id:
         return _all(parts, ErrorCode.INVALID_REQUEST, "transactional_id is required")
+    if (access := access_of(t)) is not None:
+        if request.verify_only:
+            if (why := internal_refusal(access, ctx, "broker", "coordinator")) is not None:
+                return _all(parts, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, why)
+        else:
+            if not allowed(access, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+                return _all(parts, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            denied_message(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id))
+            if denied := split_topics(access, ctx, Op.WRITE, (tp.topic for tp in parts)):
+                return _answer({tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic in denied
+                                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts})
     try:
         pr = t.runtime.txn_runtime_for(txn_id)
         if request.verify_only:

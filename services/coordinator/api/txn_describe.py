@@ -1,9 +1,11 @@
 """DescribeTransactions (kafka-transactions.sh describe): each id's state at its coordinator. An id
 this instance does not serve is NOT_COORDINATOR (or loading: COORDINATOR_LOAD_IN_PROGRESS); an unknown
-one TRANSACTIONAL_ID_NOT_FOUND."""
+one TRANSACTIONAL_ID_NOT_FOUND. When security is on (``authz``), an id the principal may not DESCRIBE is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
+from services.coordinator.authz import Op, Res, access_of, allowed
 from services.coordinator.group import GroupError
 from services.coordinator.txn.state import TxnMetadata
 from services.coordinator.txn_service import TxnService
@@ -15,7 +17,12 @@ from shared.request_context import RequestContext
 async def txn_describe(t: TxnService, ctx: RequestContext,
                        request: tpb.DescribeTransactionsRequest) -> tpb.DescribeTransactionsResponse:
     out = []
+    access = access_of(t)
     for txn_id in request.transactional_ids:
+        if access is not None and not allowed(access, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id):
+            out.append(tpb.DescribedTransaction(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                                transactional_id=txn_id))
+            continue
         try:
             pr = t.runtime.txn_runtime_for(txn_id)
         except GroupError as exc:

@@ -1,9 +1,11 @@
 """InitProducerId with a transactional id (transaction coordinator): a producer id and a bumped epoch
 that fences every earlier producer of the id. An open transaction of the previous producer is aborted
-first (the answer is then CONCURRENT_TRANSACTIONS and the client retries once the abort completed)."""
+first (the answer is then CONCURRENT_TRANSACTIONS and the client retries once the abort completed).
+When security is on (``authz``): TRANSACTIONAL_ID WRITE (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
 from services.coordinator.group import GroupError
 from services.coordinator.txn.decisions import ProducerIdAndEpoch
 from services.coordinator.txn_service import TxnService
@@ -18,6 +20,10 @@ async def txn_init_producer_id(t: TxnService, ctx: RequestContext,
     if not txn_id:
         return tpb.TxnInitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1,
                                              error_message="transactional_id is required")
+    if (access := access_of(t)) is not None and not allowed(access, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        return tpb.TxnInitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                             producer_id=-1, producer_epoch=-1,
+                                             error_message=denied_message(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id))
     # (-1, -1): a new producer; its own (id, epoch): a producer bumping itself (KIP-360)
     expected = (ProducerIdAndEpoch(request.producer_id, request.producer_epoch)
                 if request.producer_id >= 0 and request.producer_epoch >= 0 else None)

@@ -1,9 +1,11 @@
 """ListTransactions (kafka-transactions.sh list): the transactional ids this coordinator instance serves,
 filtered by state (Kafka's names), producer id and duration (running longer than ``duration_filter_ms``;
--1 or 0 for none). COORDINATOR_LOAD_IN_PROGRESS while one of its partitions is loading, as Kafka."""
+-1 or 0 for none). COORDINATOR_LOAD_IN_PROGRESS while one of its partitions is loading, as Kafka. When
+security is on (``authz``), only the ids the principal may DESCRIBE are listed, as Kafka."""
 
 from __future__ import annotations
 
+from services.coordinator.authz import Op, Res, access_of
 from services.coordinator.partition_kind import TRANSACTIONS
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
@@ -18,10 +20,13 @@ async def txn_list(t: TxnService, ctx: RequestContext, request: tpb.ListTransact
     states = set(request.state_filters)
     pids = set(request.producer_id_filters)
     now = t.now_ms()
+    access = access_of(t)
     out = []
     for pr in sorted(owned, key=lambda pr: pr.partition):
         for txn_id in sorted(pr.shard.txns):
             m = pr.shard.txns[txn_id]
+            if access is not None and not access.allowed(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id):
+                continue
             if states and m.state.kafka_name not in states:
                 continue
             if pids and m.producer_id not in pids:

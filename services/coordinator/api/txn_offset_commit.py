@@ -6,7 +6,11 @@ transaction includes the group's ``__consumer_offsets`` partition (``TxnVerifier
 coordinator has one: ``CoordinatorApi.txn_verifier``), as Kafka's group coordinator verifies before
 its transactional append; without it a commit sent before AddOffsetsToTxn would stay pending with
 no transaction to complete it. The pending records are answered once committed, and applied then,
-in write order (as OffsetCommit's)."""
+in write order (as OffsetCommit's).
+
+When security is on (``authz``), as Kafka's ``handleTxnOffsetCommitRequest``: TRANSACTIONAL_ID WRITE
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), GROUP READ (GROUP_AUTHORIZATION_FAILED), and TOPIC READ per
+topic (TOPIC_AUTHORIZATION_FAILED on its partitions; the others go ahead)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import error_message, topic_errors
+from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.pending_offsets import TxnOffsetCommit
 from shared.errors import ErrorCode
@@ -33,6 +38,19 @@ async def txn_offset_commit(c: CoordinatorApi, ctx: RequestContext,
     commits = [TxnOffsetCommit(TopicPartition(t.name, p.partition), p.committed_offset,
                                p.committed_leader_epoch if p.committed_leader_epoch else -1, p.committed_metadata)
                for t in request.topics for p in t.partitions]
+    refused: dict[TopicPartition, int] = {}
+    if (access := access_of(c)) is not None:
+        txn_id, gid = request.transactional_id, request.group_id
+        if not allowed(access, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+            return _refused(request, commits, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            denied_message(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id))
+        if not allowed(access, ctx, Op.READ, Res.GROUP, gid):
+            return _refused(request, commits, ErrorCode.GROUP_AUTHORIZATION_FAILED, denied_message(Op.READ, Res.GROUP, gid))
+        if denied := split_topics(access, ctx, Op.READ, (cm.tp.topic for cm in commits)):
+            refused = {cm.tp: int(ErrorCode.TOPIC_AUTHORIZATION_FAILED) for cm in commits if cm.tp.topic in denied}
+            commits = [cm for cm in commits if cm.tp.topic not in denied]
+            if not commits:
+                return cpb.TxnOffsetCommitResponse(topics=topic_errors(refused))
     rt = c.runtime
     try:
         rt.runtime_for(request.group_id)  # NOT_COORDINATOR & co. before asking the transaction coordinator
@@ -59,7 +77,7 @@ async def txn_offset_commit(c: CoordinatorApi, ctx: RequestContext,
         await written
     except GroupError as exc:
         return _refused(request, commits, exc.code, str(exc))
-    return cpb.TxnOffsetCommitResponse(topics=topic_errors(errors))
+    return cpb.TxnOffsetCommitResponse(topics=topic_errors({**errors, **refused}))
 
 
 def _refused(request: cpb.TxnOffsetCommitRequest, commits: list[TxnOffsetCommit], code: int,

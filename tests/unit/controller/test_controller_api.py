@@ -81,11 +81,19 @@ def test_every_api_module_follows_the_shape() -> None:
         "alter_partition_reassignments", "cancel_partition_reassignments", "list_partition_reassignments",
         "generate_reassignment", "plan_decommission", "plan_replication_factor",
         "describe_balancer", "pause_balancer", "resume_balancer", "mark_decommissioning", "unmark_decommissioning",
-        "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions"])
+        "abort_transaction", "describe_producers", "describe_transaction", "find_hanging", "list_transactions",
+        "create_acls", "delete_acls", "describe_acls", "delete_user", "describe_users", "upsert_user"])
 
 
 #: (method, route, url, body, API function): one row per REST route.
 ROUTES = [
+    ("GET", "/v1/acls", "/v1/acls?principal=User:alice", None, "describe_acls"),
+    ("POST", "/v1/acls", "/v1/acls", {"acls": [{"resource_type": "TOPIC", "resource_name": "t1",
+                                                "principal": "User:alice", "operation": "READ"}]}, "create_acls"),
+    ("DELETE", "/v1/acls", "/v1/acls?resource_type=TOPIC&resource_name=t1", None, "delete_acls"),
+    ("GET", "/v1/users", "/v1/users", None, "describe_users"),
+    ("POST", "/v1/users", "/v1/users", {"name": "alice", "password": "pw"}, "upsert_user"),
+    ("DELETE", "/v1/users/{name}", "/v1/users/alice", None, "delete_user"),
     ("GET", "/v1/balancer", "/v1/balancer", None, "describe_balancer"),
     ("POST", "/v1/balancer/pause", "/v1/balancer/pause", None, "pause_balancer"),
     ("POST", "/v1/balancer/resume", "/v1/balancer/resume", None, "resume_balancer"),
