@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,19 @@ def peer_host(peer: str) -> str:
 def service_role(ctx: RequestContext) -> str | None:
     """The role (``broker``, ``controller``, ...) of a service certificate (``CN=<role>-<id>,OU=tidelog-service``),
     None for anything else: internal RPCs check it besides CLUSTER_ACTION."""
-    subject = ctx.cert_subject
+    return subject_role(ctx.cert_subject)
+
+
+#: The principal (name) a request is served for while a broker forwards it: the Kafka door's admin requests
+#: reach the controller's REST API with the broker's certificate and this name in ``ON_BEHALF_OF_HEADER``,
+#: so the controller authorizes and audits the user, not the broker (it believes the header only from a
+#: broker's certificate).
+ON_BEHALF_OF: ContextVar[str | None] = ContextVar("tidelog_on_behalf_of", default=None)
+ON_BEHALF_OF_HEADER = "x-tidelog-on-behalf-of"
+
+
+def subject_role(subject: str | None) -> str | None:
+    """``service_role`` of a certificate DN."""
     if not subject:
         return None
     parts = dict(p.split("=", 1) for p in subject.split(",") if "=" in p)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -282,3 +283,18 @@ def test_kafka_admin_requests_are_forwarded_with_the_brokers_certificate(secure:
     with pytest.raises(KafkaException) as refused:
         alice.create_topics([NewTopic(other, 1, 1)])[other].result(timeout=30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # alice may create sec- topics: the controller authorizes, and audits, her (not the broker forwarding)
+    mine = f"sec-adm-{uuid.uuid4().hex[:8]}"
+    alice.create_topics([NewTopic(mine, 1, 1)])[mine].result(timeout=30)
+
+    def audited() -> bool:
+        for root, _dirs, files in os.walk(secure.cluster.lc.spec.data_dir):
+            for f in files:
+                if f == "audit.log":
+                    for line in open(os.path.join(root, f)):
+                        e = json.loads(line)
+                        if e["kind"] == "admin_change" and mine in e["resource"]:
+                            return bool(e["principal"] == f"User:{ALICE}")
+        return False
+
+    wait_for(audited, 10, what="the controller's audit line naming alice")

@@ -24,6 +24,7 @@ import httpx
 
 from services.broker.replica_manager import ReplicaManager
 from shared.errors import ErrorCode
+from shared.request_context import ON_BEHALF_OF, ON_BEHALF_OF_HEADER
 from shared.security import transport
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,9 @@ class ClusterLinks:
         base = self.controller_rest()
         if base is None:
             return 503, {"error": "NOT_CONTROLLER", "message": "no active controller"}
+        behalf = ON_BEHALF_OF.get()
+        if behalf is not None:  # a Kafka client's admin request: the controller authorizes and audits the user
+            kw["headers"] = {**kw.get("headers", {}), ON_BEHALF_OF_HEADER: behalf}
         try:
             resp = await self._http.request(method, base + path, **kw)
         except httpx.HTTPError as exc:

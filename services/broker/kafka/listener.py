@@ -55,7 +55,7 @@ from shared.kafka.messages import (
     read_request,
 )
 from shared.quota.entities import ANONYMOUS
-from shared.request_context import peer_host
+from shared.request_context import ON_BEHALF_OF, peer_host
 from shared.security.principal_mapping import NoMatchingRuleError
 from shared.security.scram import SaslAuthenticationError
 
@@ -300,7 +300,14 @@ class KafkaListener:
         except NotAuthorized as exc:
             log.warning("closing Kafka connection: not authorized", extra={"peer": conn.peer, "error": str(exc)})
             return None
-        body, throttle_ms = await self.apis.handle(request, ctx, conn)
+        if ctx.principal == ANONYMOUS and ctx.cert_subject is None:
+            body, throttle_ms = await self.apis.handle(request, ctx, conn)
+        else:  # what the broker forwards (admin requests to the controller) goes on behalf of this principal
+            token = ON_BEHALF_OF.set(ctx.principal)
+            try:
+                body, throttle_ms = await self.apis.handle(request, ctx, conn)
+            finally:
+                ON_BEHALF_OF.reset(token)
         if body is None:  # acks=0: no response
             return [], throttle_ms
         return encode_response(request.api, request.correlation_id, body), throttle_ms

@@ -25,7 +25,7 @@ from services.controller.rest.auth import BasicAuthenticator
 from services.controller.rest.rules import Rule, rule_for
 from shared.errors import NotActiveError
 from shared.quota.entities import ANONYMOUS
-from shared.request_context import NotAuthorized, RequestContext, allow_all, enter
+from shared.request_context import ON_BEHALF_OF_HEADER, NotAuthorized, RequestContext, allow_all, enter, subject_role
 from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from shared.security.transport import PEER_SUBJECT_SCOPE_KEY
 
@@ -73,9 +73,10 @@ async def _authenticate(request: Request, c: Any, access: Any) -> str:
         raise NotActiveError("this controller's security is still starting; retry shortly")
     subject = request.scope.get(PEER_SUBJECT_SCOPE_KEY)
     if subject and not request.headers.get("authorization"):  # a verified client certificate (a service)
-        name, _dn = c.security.principal_for_subject(subject)
+        name, dn = c.security.principal_for_subject(subject)
         if name != ANONYMOUS:
-            return name
+            behalf = request.headers.get(ON_BEHALF_OF_HEADER)
+            return behalf if behalf and subject_role(dn) == "broker" else name  # a Kafka client's admin request
     host = request.client.host if request.client else ""
     return await authenticator(request).authenticate(request.headers.get("authorization"), host,
                                                      c.security.store.credential)
