@@ -32,19 +32,23 @@ class LagWatch:
         self.watch_s = watch_s
         self.samples: dict[str, deque[tuple[float, int | None, dict[str, int]]]] = {}
         self.viewed: dict[str, float] = {}
+        self.viewers: dict[str, Any] = {}  # group -> the REST API as the user who looked last (secure clusters)
 
     def record(self, group_id: str, at: float, described: dict[str, Any]) -> None:
         lags = {f"{p['topic']}-{p['partition']}": p["lag"] for p in described["partitions"] if p["lag"] is not None}
         total = sum(lags.values()) if lags else None
         self.samples.setdefault(group_id, deque(maxlen=self.keep)).append((at, total, lags))
 
-    def look(self, group_id: str, at: float) -> None:
+    def look(self, group_id: str, at: float, api: Any = None) -> None:
         self.viewed[group_id] = at
+        if api is not None:
+            self.viewers[group_id] = api
 
     def watched(self, now: float) -> list[str]:
         for g in [g for g, at in self.viewed.items() if at < now - self.watch_s]:
             del self.viewed[g]
             self.samples.pop(g, None)
+            self.viewers.pop(g, None)
         return sorted(self.viewed)
 
     def totals(self, group_id: str) -> list[tuple[float, int]]:
@@ -61,7 +65,9 @@ async def follow(app: Any, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
         for group_id in watch.watched(time.time()):
             with contextlib.suppress(Exception):  # a group gone or the API away: the next round tries again
-                watch.record(group_id, time.time(), await app.state.rest.group(group_id))
+                # as whoever looked last (a secure cluster: the console has no rights of its own)
+                api = watch.viewers.get(group_id, app.state.rest)
+                watch.record(group_id, time.time(), await api.group(group_id))
 
 
 def sparkline(samples: list[tuple[float, int]], width: int = 240, height: int = 40) -> str:
@@ -73,7 +79,7 @@ async def group_data(request: Request, group_id: str) -> dict[str, Any]:
     g = await rest(request).group(group_id)
     watch: LagWatch = request.app.state.lag_watch
     now = time.time()
-    watch.look(group_id, now)
+    watch.look(group_id, now, rest(request) if getattr(request.state, "session", None) is not None else None)
     watch.record(group_id, now, g)
     lags = [p["lag"] for p in g["partitions"] if p["lag"] is not None]
     history = watch.totals(group_id)

@@ -5,6 +5,10 @@
 ``shared.client.range_reader``). ``TailFollower`` follows a topic's new records on a thread for live tail,
 keeping only the newest few and a count (a page cannot draw thousands a second). ``RecordSender`` produces
 one record. Synchronous (threads); the routes run them with ``asyncio.to_thread``.
+
+On a secure cluster each signed-in user gets their own (``services.console.auth``): ``security`` (the
+user's ``ClientSecurity``: TLS with the cluster's CA, SCRAM) for the reader, and kafka-python's settings
+(``client_settings``) for the producer and the tail's consumer, so the brokers' ACLs apply to the user.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from shared.client.cluster import ClusterClient
 from shared.client.consumer import Consumer
 from shared.client.producer import Producer
 from shared.client.range_reader import read_range
+from shared.client.security import ClientSecurity
 from shared.errors import ErrorCode, TidelogError, error_for
 from shared.proto import tidelog_pb2 as pb
 from shared.records.decoder import decode_records, records_section
@@ -42,8 +47,9 @@ class ReadResult:
 
 
 class LogReader:
-    def __init__(self, bootstrap: str, client_id: str = "tidelog-console", request_timeout_s: float = 10.0) -> None:
-        self.cluster = ClusterClient(bootstrap, client_id, int(request_timeout_s * 1000))
+    def __init__(self, bootstrap: str, client_id: str = "tidelog-console", request_timeout_s: float = 10.0,
+                 security: ClientSecurity | None = None) -> None:
+        self.cluster = ClusterClient(bootstrap, client_id, int(request_timeout_s * 1000), security=security)
         self.timeout = request_timeout_s
 
     def close(self) -> None:
@@ -144,7 +150,7 @@ class TailFollower:
     the previous call and how many there were in all."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: Sequence[int], keep: int = 50,
-                 keep_record: Any = None) -> None:
+                 keep_record: Any = None, client_settings: dict[str, Any] | None = None) -> None:
         self.topic = topic
         self._recent: deque[Any] = deque(maxlen=keep)
         self._seen = 0
@@ -153,7 +159,7 @@ class TailFollower:
         self._keep_record = keep_record
         self.error: str | None = None
         self._consumer = Consumer(bootstrap, client_id="tidelog-console-tail", auto_offset_reset="latest",
-                                  max_poll_records=5000, fetch_max_wait_ms=200)
+                                  max_poll_records=5000, fetch_max_wait_ms=200, **(client_settings or {}))
         tps = [TopicPartition(topic, p) for p in partitions]
         self._consumer.assign(tps)
         self._consumer.seek_to_end(*tps)
@@ -193,8 +199,9 @@ class TailFollower:
 class RecordSender:
     """One idempotent producer shared by the console's Produce form, made on first use."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client_settings: dict[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
+        self._settings = client_settings or {}  # kafka-python's security settings (none: PLAINTEXT)
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 
@@ -204,7 +211,7 @@ class RecordSender:
             if self._producer is None:
                 self._producer = Producer(self.bootstrap, acks="all", linger_ms=0, max_block_ms=5000,
                                           delivery_timeout_ms=15_000, request_timeout_ms=10_000,
-                                          client_id="tidelog-console")
+                                          client_id="tidelog-console", **self._settings)
             producer = self._producer
         md = producer.send(topic, value, key=key, partition=partition, headers=headers).get(20)
         return md.partition, md.offset

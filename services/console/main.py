@@ -4,6 +4,11 @@ service runs (so ``tidelog status`` and compose's health check treat it like the
 It is a client of the cluster: it takes the REST API's URLs and the brokers' gRPC addresses, and never
 reads etcd (``--etcd``, which every service accepts, is ignored here).
 
+On a secure cluster (``TIDELOG_SECURITY_PROTOCOL=SSL`` with its certificate files, as every service) it
+serves HTTPS with its own certificate, verifies the REST API (``--rest https://...``) and the brokers (their
+client ports as ``--bootstrap-servers``) with the cluster's CA, and asks every visitor to sign in as a
+cluster user, acting as that user (``services.console.auth``).
+
     python -m services.console --rest http://127.0.0.1:8080 --bootstrap-servers 127.0.0.1:9090 --http-port 8088
 """
 
@@ -22,7 +27,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pydantic import Field
 
 from services.console.app import ConsoleConfig, create_app
+from services.console.auth import ConsoleSecurity
 from shared.logs import setup_logging
+from shared.security import transport
+from shared.security.service_security import tls_files
+from shared.security.transport import reload_ssl_context
 from shared.service import watch_lifeline, write_ready_file
 from shared.settings import ServiceSettings, load_settings
 
@@ -53,17 +62,27 @@ async def serve(settings: ConsoleSettings) -> None:
         loop.add_signal_handler(sig, stopping.set)
     if settings.lifeline_fd is not None:
         watch_lifeline(loop, settings.lifeline_fd, stopping.set)
+    tls = tls_files(settings)
+    transport.configure(tls)  # its channels to the brokers: TLS with its certificate when secure
     grpc_server = grpc.aio.server()
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, grpc_server)
-    port = grpc_server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if tls is None:
+        port = grpc_server.add_insecure_port(f"{settings.host}:{settings.port}")
+    else:  # the health service only: mutual TLS, as every service's internal port
+        port = grpc_server.add_secure_port(f"{settings.host}:{settings.port}",
+                                           transport.server_credentials(tls, require_client_cert=True))
     if port == 0:
         raise SystemExit(f"console: cannot listen on {settings.host}:{settings.port}")
     await grpc_server.start()
+    security = None if tls is None else ConsoleSecurity(tls.cafile, tls.certfile, tls.keyfile)
     config = ConsoleConfig([u.strip() for u in settings.rest.split(",") if u.strip()], settings.bootstrap_servers,
-                           settings.console_metrics_interval_ms / 1000)
-    http = _Server(uvicorn.Config(create_app(config), host=settings.http_host or settings.host, port=settings.http_port,
-                                  log_level="warning", access_log=False, timeout_graceful_shutdown=2))
+                           settings.console_metrics_interval_ms / 1000, security)
+    # a secure cluster: HTTPS with the console's own certificate (no client certificate asked: users sign in)
+    https = {} if tls is None else {"ssl_certfile": tls.certfile, "ssl_keyfile": tls.keyfile}
+    uconfig = uvicorn.Config(create_app(config), host=settings.http_host or settings.host, port=settings.http_port,
+                             log_level="warning", access_log=False, timeout_graceful_shutdown=2, **https)
+    http = _Server(uconfig)
     task = asyncio.create_task(http.serve())
     while not http.started:
         if task.done():
@@ -71,7 +90,10 @@ async def serve(settings: ConsoleSettings) -> None:
             raise SystemExit(f"console: cannot serve HTTP on {settings.http_host or settings.host}:{settings.http_port}")
         await asyncio.sleep(0.02)
     http_port = http.servers[0].sockets[0].getsockname()[1]
-    url = f"http://{settings.advertised}:{http_port}"
+    url = f"{'http' if tls is None else 'https'}://{settings.advertised}:{http_port}"
+    reload = None
+    if tls is not None and uconfig.ssl is not None:  # a rewritten certificate is served without a restart
+        reload = asyncio.create_task(reload_ssl_context(uconfig.ssl, tls))
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     if settings.ready_file:
         write_ready_file(settings.ready_file, {"role": "console", "id": str(settings.id), "pid": os.getpid(),
@@ -85,6 +107,8 @@ async def serve(settings: ConsoleSettings) -> None:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(task, 10)
     waiter.cancel()
+    if reload is not None:
+        reload.cancel()
     await grpc_server.stop(grace=0.5)
     log.info("stopped")
 

@@ -28,7 +28,7 @@ from services.console.display import (
 )
 from services.console.logs import TailFollower
 from services.console.upstream import UpstreamError, seg
-from services.console.web import form, form_error, parse_int, reader, render, rest, sender
+from services.console.web import client_settings, form, form_error, parse_int, reader, render, rest, sender
 from shared.types import TopicPartition
 
 router = APIRouter()
@@ -193,7 +193,8 @@ async def tail(request: Request, name: str, partition: str = "all", filter: str 
     keep = (lambda r: matches(needle, r.key, r.value, r.headers)) if needle else None
     bootstrap = request.app.state.config.bootstrap
     try:
-        follower = await asyncio.to_thread(TailFollower, bootstrap, name, parts, TAIL_DRAW, keep)
+        follower = await asyncio.to_thread(TailFollower, bootstrap, name, parts, TAIL_DRAW, keep,
+                                           client_settings(request))
     except Exception as exc:
         raise form_error(exc) from None
 

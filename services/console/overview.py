@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.console.web import metrics, render, rest
+from shared.security.transport import aio_channel
 
 router = APIRouter()
 
@@ -19,7 +20,7 @@ router = APIRouter()
 async def grpc_health(address: str, timeout: float = 1.0) -> str:
     """SERVING, NOT_SERVING or UNREACHABLE: the standard gRPC health service every Tidelog service runs."""
     try:
-        async with grpc.aio.insecure_channel(address) as ch:
+        async with aio_channel(address) as ch:
             reply = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
     except grpc.aio.AioRpcError:
         return "UNREACHABLE"

@@ -3,10 +3,17 @@
 Tries the REST URLs it was given in turn (any controller answers; standbys forward writes), and turns
 an error answer into ``UpstreamError`` carrying the Kafka error name the API gave, so every page can show
 it. Never touches etcd or an internal RPC.
+
+On a secure cluster the URLs are HTTPS, verified with the cluster's CA (``verify``), and the console acts as
+the user signed in to it: ``as_user(user, password)`` is a view sharing the connection pool that sends that
+user's HTTP Basic credential with each request, so the controller's ACLs apply as to the user's own
+clients. A 401 answer (wrong password, user deleted) is ``UpstreamError("SASL_AUTHENTICATION_FAILED", ...,
+401)``; a 403 carries the Kafka name the API gave (``TOPIC_AUTHORIZATION_FAILED``, ...).
 """
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 from urllib.parse import quote
 
@@ -29,16 +36,37 @@ def seg(name: str) -> str:
 
 
 class RestApi:
-    def __init__(self, urls: list[str], timeout: float = 15.0, client_id: str = "tidelog-console") -> None:
+    def __init__(self, urls: list[str], timeout: float = 15.0, client_id: str = "tidelog-console",
+                 verify: ssl.SSLContext | bool = True) -> None:
         if not urls:
             raise ValueError("no REST URL")
         self.urls = [u.rstrip("/") for u in urls]
-        self._http = httpx.AsyncClient(timeout=timeout, headers={"x-client-id": client_id})
+        self._http = httpx.AsyncClient(timeout=timeout, headers={"x-client-id": client_id}, verify=verify)
+        self._auth: tuple[str, str] | None = None
+        self._owner = True
+        self.seen: dict[str, Any] = {}  # the last /v1/cluster answer's brokers, whoever asked (shared by views)
+        self.revoked = False  # a user's view whose session ended: every call is refused
+
+    def as_user(self, user: str, password: str) -> RestApi:
+        """The same API (and connection pool) called as ``user``: HTTP Basic on every request."""
+        view = object.__new__(RestApi)
+        view.urls, view._http, view._auth, view._owner, view.revoked = self.urls, self._http, (user, password), False, False
+        view.seen = self.seen
+        return view
+
+    @property
+    def user(self) -> str | None:
+        return None if self._auth is None else self._auth[0]
 
     async def close(self) -> None:
-        await self._http.aclose()
+        if self._owner:
+            await self._http.aclose()
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
+        if self.revoked:
+            raise UpstreamError("SASL_AUTHENTICATION_FAILED", "the session ended: sign in again", 401)
+        if self._auth is not None:
+            kw["auth"] = self._auth
         last: Exception | None = None
         for i, url in enumerate(list(self.urls)):
             try:
@@ -58,6 +86,8 @@ class RestApi:
                         error, message = "UNKNOWN_SERVER_ERROR", str(body["detail"])
                 except (ValueError, AttributeError):
                     error, message = "UNKNOWN_SERVER_ERROR", resp.text[:500]
+                if resp.status_code == 401 and error == "UNKNOWN_SERVER_ERROR":
+                    error = "SASL_AUTHENTICATION_FAILED"
                 raise UpstreamError(error, message, resp.status_code)
             return resp.json() if resp.content else None
         raise UpstreamError("NETWORK_EXCEPTION", f"no REST API answered ({type(last).__name__}: {last})", 502)
@@ -65,7 +95,9 @@ class RestApi:
     # -- the routes the console uses ------------------------------------------------------------------------
 
     async def cluster(self) -> dict[str, Any]:
-        return await self.call("GET", "/v1/cluster")
+        found = await self.call("GET", "/v1/cluster")
+        self.seen["brokers"] = found.get("brokers", [])
+        return found
 
     async def topics(self) -> list[str]:
         return (await self.call("GET", "/v1/topics"))["topics"]
@@ -127,3 +159,17 @@ class RestApi:
 
     async def abort_transaction(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self.call("POST", "/v1/transactions/abort", json=body)
+
+    # -- ACLs and SCRAM users (issue 23) ----------------------------------------------------------------------
+
+    async def acls(self, params: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return (await self.call("GET", "/v1/acls", params=params or {}))["acls"]
+
+    async def create_acls(self, bindings: list[dict[str, Any]]) -> dict[str, Any]:
+        return await self.call("POST", "/v1/acls", json={"acls": bindings})
+
+    async def delete_acls(self, params: dict[str, str]) -> list[dict[str, Any]]:
+        return (await self.call("DELETE", "/v1/acls", params=params))["acls"]
+
+    async def users(self) -> list[dict[str, Any]]:
+        return (await self.call("GET", "/v1/users"))["users"]

@@ -1,12 +1,17 @@
-"""What every console router shares: rendering a page, reading a posted form, reaching the app's clients."""
+"""What every console router shares: rendering a page, reading a posted form, reaching the app's clients.
+
+The clients are the app's own on a plaintext cluster, and the signed-in user's (``request.state.session``,
+``services.console.auth``) on a secure one, so every router acts as the user without knowing it."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
+import grpc
 import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -58,7 +63,9 @@ def format_ms(ms: Any) -> str:
 
 def render(request: Request, template: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     env: jinja2.Environment = request.app.state.templates
-    page = env.get_template(template).render(request=request, path=request.url.path, **context)
+    session = getattr(request.state, "session", None)
+    page = env.get_template(template).render(request=request, path=request.url.path,
+                                             login_user=session.user if session is not None else None, **context)
     return HTMLResponse(page, status_code=status)
 
 
@@ -71,13 +78,33 @@ async def form(request: Request) -> dict[str, str]:
     return {k: v[-1] for k, v in parsed.items()}
 
 
+_KAFKA_NAME = re.compile(r"\b([A-Z_]+_(?:AUTHORIZATION|AUTHENTICATION)_FAILED)\b")
+
+
+def status_of(name: str) -> int:
+    """The HTTP status of a refusal by its Kafka name: 401 for authentication, 403 for authorization."""
+    if name == "SASL_AUTHENTICATION_FAILED":
+        return 401
+    return 403 if name.endswith("_AUTHORIZATION_FAILED") else 400
+
+
 def form_error(exc: Exception) -> UpstreamError:
-    """Any failure of a form's action as (Kafka error name, message)."""
+    """Any failure of a form's action (or of a read over gRPC) as (Kafka error name, message)."""
     if isinstance(exc, UpstreamError):
         return exc
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):  # a refusal the client did not translate
+        details = str(exc.details() if hasattr(exc, "details") else exc) or ""
+        found = _KAFKA_NAME.search(details)
+        if found or exc.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            name = found.group(1) if found else ("SASL_AUTHENTICATION_FAILED"
+                                                 if exc.code() == grpc.StatusCode.UNAUTHENTICATED
+                                                 else "CLUSTER_AUTHORIZATION_FAILED")
+            return UpstreamError(name, details, status_of(name))
     code = getattr(exc, "code", None)
     name = getattr(code, "name", None) or ("INVALID_REQUEST" if isinstance(exc, ValueError) else "UNKNOWN_SERVER_ERROR")
-    return UpstreamError(name, str(exc.args[0] if exc.args else exc), 400)
+    if not isinstance(name, str):
+        name = "UNKNOWN_SERVER_ERROR"
+    return UpstreamError(name, str(exc.args[0] if exc.args else exc), status_of(name))
 
 
 def metrics(request: Request) -> Any:
@@ -85,12 +112,21 @@ def metrics(request: Request) -> Any:
 
 
 def rest(request: Request) -> RestApi:
-    return request.app.state.rest
+    session = getattr(request.state, "session", None)
+    return request.app.state.rest if session is None else session.rest
 
 
 def reader(request: Request) -> LogReader:
-    return request.app.state.reader
+    session = getattr(request.state, "session", None)
+    return request.app.state.reader if session is None else session.reader
 
 
 def sender(request: Request) -> RecordSender:
-    return request.app.state.sender
+    session = getattr(request.state, "session", None)
+    return request.app.state.sender if session is None else session.sender
+
+
+def client_settings(request: Request) -> dict[str, Any]:
+    """kafka-python's security settings for a new client acting for this request (none when plaintext)."""
+    session = getattr(request.state, "session", None)
+    return {} if session is None else dict(session.client_settings)

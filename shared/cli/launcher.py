@@ -11,8 +11,8 @@ and SIGKILLs whatever does not exit in time (see ``shared.cli.processes``).
 admin client certificate to ``<data dir>/pki`` (``shared.security.certs``), runs etcd with TLS and
 ``--client-cert-auth``, starts every service with ``TIDELOG_SECURITY_PROTOCOL=SSL`` and its own
 certificate, creates the SCRAM user ``admin`` (its random password in ``<data dir>/pki/admin.password``,
-0600) and records in ``cluster.json``'s ``security`` what a client needs. No web console then: it would be
-an unauthenticated door onto the admin API.
+0600) and records in ``cluster.json``'s ``security`` what a client needs. The web console then serves HTTPS
+and asks every visitor to sign in as a cluster user, acting as that user (``services.console.auth``).
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class LocalCluster:
     def super_users(self) -> str:
         """Kafka's ``super.users``: the admin and every service certificate's principal."""
         assert self.pki is not None
-        names = sorted(n for n in self.pki.services if not n.startswith("etcd-"))
+        names = sorted(n for n in self.pki.services if not n.startswith(("etcd-", "console-")))  # the console: no rights of its own
         return ";".join([f"User:{ADMIN_USER}", *(f"User:CN={n},OU={certs.SERVICE_OU}" for n in names)])
 
     def security_env(self, role: str, ident: int | str) -> dict[str, str]:
@@ -352,7 +352,8 @@ class LocalCluster:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ready)
         rest = [p.info["rest"] for p in self.procs if p.role == "controller" and "rest" in p.info]
-        brokers = [p.address for p in self.procs if p.role == "broker" and p.address]
+        # a secure cluster's brokers: their client (TLS) ports, where the console's users sign in with SCRAM
+        brokers = [p.info.get("client_address") or p.address for p in self.procs if p.role == "broker" and p.address]
         argv = [
             sys.executable, "-m", ROLE_MODULES["console"],
             "--id", str(ident),
@@ -362,7 +363,7 @@ class LocalCluster:
             "--bootstrap-servers", ",".join(brokers),
             "--ready-file", ready,
         ]
-        return self._spawn("console", str(ident), argv)
+        return self._spawn("console", str(ident), argv, self.security_env("console", ident))
 
     def wait_ready(self, procs: Iterable[Proc], timeout: float) -> None:
         pending = list(procs)
@@ -405,8 +406,8 @@ class LocalCluster:
                 for i in range(1, self.spec.counts()[role] + 1)
             ]
             self.wait_ready(started, timeout - (time.monotonic() - t0))
-            # no console on a secure cluster: it would be an unauthenticated door onto the admin API
-            consoles = [self.start_console(i) for i in range(1, (0 if self.secure else self.spec.consoles) + 1)]
+            # on a secure cluster the console asks every visitor to sign in, and acts as that user
+            consoles = [self.start_console(i) for i in range(1, self.spec.consoles + 1)]
             self.wait_ready(consoles, timeout - (time.monotonic() - t0))
             if self.spec.monitoring:
                 self._start_prometheus(timeout - (time.monotonic() - t0))

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from shared.client.security import ClientSecurity, authentication_failed
-from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError
+from shared.errors import ErrorCode, TidelogError, UnknownTopicOrPartitionError, error_for
 from shared.netprobe import tcp_reachable
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
@@ -216,6 +216,8 @@ class ClusterClient:
             parts = snap.topics.get(topic)
             if parts is not None:
                 return parts
+            if snap.topic_errors.get(topic) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:  # as Kafka: at once, not retried
+                raise error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic {topic!r}")
             if time.monotonic() >= deadline:
                 code = snap.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} not available ({ErrorCode(code).name})")

@@ -19,6 +19,7 @@ from typing import Any
 
 from shared.metadata.store import MetadataStore
 from shared.quota.entities import ANONYMOUS
+from shared.request_context import subject_role
 from shared.security.acl_store import SecurityStore
 from shared.security.authorizer import Authorizer
 from shared.security.certs import SERVICE_OU
@@ -101,7 +102,7 @@ class ServiceSecurity:
         except NoMatchingRuleError:
             log.warning("no principal mapping rule applies to a client certificate", extra={"subject": subject})
             return ANONYMOUS, None
-        if is_service_subject(subject) and self.authorizer is not None:
+        if is_service_subject(subject) and subject_role(subject) not in NOT_SUPER and self.authorizer is not None:
             self._note_service_principal(f"User:{name}")
         return name, subject
 
@@ -112,6 +113,11 @@ class ServiceSecurity:
         auth = self.authorizer
         if auth is not None and principal not in auth.super_users:
             auth.set_super_users(auth.super_users | {principal})
+
+
+#: Service roles whose certificate is no super user: the console acts only as its signed-in users (its
+#: certificate serves HTTPS and health checks), so a stolen console certificate grants nothing.
+NOT_SUPER = frozenset({"console"})
 
 
 def is_service_subject(subject: str) -> bool:
