@@ -105,6 +105,17 @@ def audit_denied(ctx: RequestContext, op: AclOperation, rtype: ResourceType, nam
         log.exception("audit failed")
 
 
+def audit_change(ctx: RequestContext, resource: str, detail: str = "") -> None:
+    """A successful admin change (a group deleted, offsets deleted) in the audit log."""
+    try:
+        from shared.security import audit
+
+        audit.event("admin_change", principal=ctx.kafka_principal, host=ctx.host, door="grpc",
+                    operation=ctx.api, resource=resource, detail=detail, allowed=True)
+    except Exception:  # never let auditing fail a request
+        log.exception("audit failed")
+
+
 def allowed(access: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:
     """One decision, audited when it is a refusal (``access`` is not None: security is on)."""
     if access.allowed(ctx, op, rtype, name):

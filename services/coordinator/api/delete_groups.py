@@ -4,7 +4,7 @@ on (``authz``), a group the principal may not DELETE is GROUP_AUTHORIZATION_FAIL
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, access_of, allowed, audit_change, denied_message
 from services.coordinator.group import GroupError
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
@@ -26,6 +26,7 @@ async def delete_groups(c: CoordinatorApi, ctx: RequestContext,
             await c.runtime.write(pr, recs)
             pr.shard.apply_offsets(recs)
             resp.results.add(group_id=gid)
+            audit_change(ctx, f"GROUP:{gid}")
         except GroupError as exc:
             resp.results.add(group_id=gid, error_code=exc.code, error_message=str(exc))
     return resp

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import to_tps, topic_errors
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
+from services.coordinator.authz import Op, Res, access_of, allowed, audit_change, denied_message, split_topics
 from services.coordinator.group import GroupError
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
@@ -32,4 +32,6 @@ async def offset_delete(c: CoordinatorApi, ctx: RequestContext,
         pr.shard.apply_offsets(recs)
     except GroupError as exc:
         return cpb.OffsetDeleteResponse(error_code=exc.code, error_message=str(exc))
+    if recs:
+        audit_change(ctx, f"GROUP:{request.group_id}", f"{len(recs)} offsets deleted")
     return cpb.OffsetDeleteResponse(topics=topic_errors({**errors, **refused}))
