@@ -313,6 +313,8 @@ class TxnService:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: (id of the PartitionRuntime, transactional id) whose markers are being written
         self._finishing: set[tuple[int, str]] = set()
+        #: the same keys: set when that ``finish`` is over (``wait_finished``)
+        self._finished: dict[tuple[int, str], asyncio.Event] = {}
         #: the process's ServiceSecurity (set by the service at start; None or disabled: allow all) and the
         #: Access built over it (``services.coordinator.authz.access_of``)
         self.security: Any = None
@@ -380,7 +382,9 @@ class TxnService:
         return bool(pr.loaded) and self.runtime.owned[TRANSACTIONS].get(pr.partition) is pr
 
     async def resume(self, pr: Any) -> None:
-        """A partition was loaded: finish every transaction the log leaves prepared."""
+        """A partition was loaded: take its coordinator epoch (in the background) and finish every
+        transaction the log leaves prepared."""
+        self._spawn(self._take_epoch(pr))
         plans = pr.shard.unfinished()
         if plans:
             log.info("resuming prepared transactions",
@@ -388,13 +392,46 @@ class TxnService:
         for plan in plans:
             self.start_markers(pr, plan)
 
+    async def _take_epoch(self, pr: Any) -> None:
+        """Bump the partition's coordinator epoch in etcd now, as Kafka's coordinator has its epoch once
+        the partition is loaded, rather than on its first transaction's markers: that etcd round trip
+        (tens of ms) would otherwise hold the first commit's completion, and the next transaction of the
+        id waits for it (CONCURRENT_TRANSACTIONS). If it fails, ``finish`` takes it as before."""
+        try:
+            await self.epochs.of(pr)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("coordinator epoch not taken at load", extra={"partition": pr.partition, "error": str(exc)})
+
     def start_markers(self, pr: Any, plan: MarkerPlan) -> None:
         key = (id(pr), plan.transactional_id)
         if key in self._finishing:
             return
         self._finishing.add(key)
+        done = self._finished[key] = asyncio.Event()
         task = self._spawn(self.finish(pr, plan))
-        task.add_done_callback(lambda _t: self._finishing.discard(key))
+
+        def finished(_t: asyncio.Task[Any]) -> None:
+            self._finishing.discard(key)
+            if self._finished.get(key) is done:
+                del self._finished[key]
+            done.set()
+
+        task.add_done_callback(finished)
+
+    async def wait_finished(self, pr: Any, transactional_id: str, timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until the markers and completion of ``transactional_id``'s ended
+        transaction are written; False if none was being written. For a request answered
+        CONCURRENT_TRANSACTIONS only because of that (V2: the partition leader adding the next
+        transaction's first partition right after EndTxn): decided again once it is over, it need not
+        go back to be retried after a backoff."""
+        done = self._finished.get((id(pr), transactional_id))
+        if done is None:
+            return False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout_s)
+        return done.is_set()
 
     async def finish(self, pr: Any, plan: MarkerPlan) -> bool:
         """Write ``plan``'s markers, then its completion. False if the partition was lost meanwhile (its

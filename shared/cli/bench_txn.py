@@ -1,6 +1,6 @@
 """``tidelog bench txn``: the transactional producer's cost against a running cluster (issue 22).
 
-1. A transactional producer sends ``--records`` records of ``--record-size`` bytes to a new topic,
+1. A transactional producer sends ``--records`` records (per run) of ``--record-size`` bytes to a new topic,
    committing every ``--commit-interval-ms`` (Kafka's benchmark of transactions used 100 ms): records/s,
    MB/s, transactions/s (one producer, so one transactional id: the rate one coordinator gives it) and the
    commit latency — the ``commit_transaction()`` call after the transaction's records were flushed, i.e. the
@@ -8,6 +8,9 @@
    application that does not flush first waits).
 2. The idempotent producer (``acks=all``, same batching) sends the same count to a second new topic: the
    ratio of the two throughputs (goal: at least 0.9, Kafka reports about 3 % overhead at 100 ms).
+   ``--rounds`` pairs of runs, each run on a new topic, in the order T I, I T, T I, ... (ABBA: neither
+   producer always goes first, on a colder process and broker, or second, after the other's writes);
+   the figures add the runs up (records over seconds), and each pair's ratio is listed too.
 3. The transactional topic is read from the beginning with ``read_uncommitted`` and ``read_committed``, twice
    each in the order U, C, C, U (so neither gains from going second): the ratio of the two consume rates
    (goal: at least 0.95).
@@ -76,7 +79,8 @@ def txn_produce(servers: str, topic: str, records: int, record_size: int, commit
         producer.close()
     return {"records": records, "seconds": elapsed, **rates(records, record_size, elapsed),
             "transactions": len(commit_ms), "transactions_per_s": len(commit_ms) / elapsed,
-            "commit_latency_ms": percentiles(commit_ms), "flush_commit_ms": percentiles(flush_commit_ms)}
+            "commit_latency_ms": percentiles(commit_ms), "flush_commit_ms": percentiles(flush_commit_ms),
+            "_commit_latency_ms": commit_ms, "_flush_commit_ms": flush_commit_ms}
 
 
 def idempotent_produce(servers: str, topic: str, records: int, record_size: int, linger_ms: int,
@@ -122,6 +126,20 @@ def consume(servers: str, topic: str, records: int, isolation_level: str, timeou
     return {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6}
 
 
+def combined(runs: list[dict[str, Any]], record_size: int) -> dict[str, Any]:
+    """Several runs of one producer as one: records and seconds added up; for transactional runs, the
+    transactions too, and the latency percentiles of every commit of every run."""
+    records = sum(r["records"] for r in runs)
+    seconds = sum(r["seconds"] for r in runs)
+    out: dict[str, Any] = {"records": records, "seconds": seconds, **rates(records, record_size, seconds)}
+    if runs and "transactions" in runs[0]:
+        out["transactions"] = sum(r["transactions"] for r in runs)
+        out["transactions_per_s"] = out["transactions"] / seconds if seconds else 0.0
+        for key in ("commit_latency_ms", "flush_commit_ms"):
+            out[key] = percentiles([x for r in runs for x in r[f"_{key}"]])
+    return out
+
+
 def _line(name: str, res: dict[str, Any]) -> str:
     return f"{name}: {res['records']} records, {res['records_per_s']:,.0f} records/sec ({res['mb_per_s']:.2f} MB/sec)"
 
@@ -138,29 +156,47 @@ def _line(name: str, res: dict[str, Any]) -> str:
 @click.option("--topic-prefix", default="bench-txn", show_default=True, help="new topics PREFIX-<random>-txn|-idem")
 @click.option("--transactional-id", default=None, help="[default: bench-txn-<random>]")
 @click.option("--retry-backoff-ms", type=click.IntRange(0), default=100, show_default=True,
-              help="the transactional producer's retry.backoff.ms (a batch sent while the previous transaction's "
-                   "markers are being written is refused with CONCURRENT_TRANSACTIONS and retried after it)")
+              help="the transactional producer's retry.backoff.ms (a batch refused while its leader could not add "
+                   "the partition to the transaction, the coordinator still busy with the previous one past the "
+                   "leader's own retries, is sent again after it)")
+@click.option("--rounds", type=click.IntRange(1), default=2, show_default=True,
+              help="pairs of transactional and idempotent runs, alternating which goes first")
 @click.option("--skip-baseline", is_flag=True, help="only the transactional producer (no idempotent run, no consume)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_txn(records: int, record_size: int, commit_interval_ms: int, linger_ms: int, batch_size: int,
               partitions: int, replication_factor: int, topic_prefix: str, transactional_id: str | None,
-              retry_backoff_ms: int, skip_baseline: bool, as_json: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+              retry_backoff_ms: int, rounds: int, skip_baseline: bool, as_json: bool, bootstrap: str | None,
+              rest: str | None, data_dir: str) -> None:
     """Transactional producer throughput, commit latency and transactions/s, against the idempotent producer
     for the same records, and read_committed against read_uncommitted consume."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     run = uuid.uuid4().hex[:8]
-    txn_topic, idem_topic = f"{topic_prefix}-{run}-txn", f"{topic_prefix}-{run}-idem"
-    _ensure_topic(servers, txn_topic, partitions, replication_factor, batch_size)
-    res: dict[str, Any] = {"record_size": record_size, "commit_interval_ms": commit_interval_ms,
-                           "topics": [txn_topic]}
-    res["transactional"] = txn_produce(servers, txn_topic, records, record_size, commit_interval_ms, linger_ms,
-                                       batch_size, transactional_id or f"bench-txn-{run}", retry_backoff_ms)
+    res: dict[str, Any] = {"record_size": record_size, "commit_interval_ms": commit_interval_ms, "topics": []}
+    txn_runs: list[dict[str, Any]] = []
+    idem_runs: list[dict[str, Any]] = []
+
+    def produce(kind: str, k: int) -> None:
+        topic = f"{topic_prefix}-{run}-{kind}" + (f"-{k}" if k else "")
+        _ensure_topic(servers, topic, partitions, replication_factor, batch_size)
+        res["topics"].append(topic)
+        if kind == "txn":
+            txn_runs.append(txn_produce(servers, topic, records, record_size, commit_interval_ms, linger_ms,
+                                        batch_size, (transactional_id or f"bench-txn-{run}") + (f"-{k}" if k else ""),
+                                        retry_backoff_ms))
+        else:
+            idem_runs.append(idempotent_produce(servers, topic, records, record_size, linger_ms, batch_size))
+
+    for k in range(rounds):
+        kinds = ("txn",) if skip_baseline else ("txn", "idem") if k % 2 == 0 else ("idem", "txn")
+        for kind in kinds:
+            produce(kind, k)
+    txn_topic = res["topics"][0]
+    res["transactional"] = combined(txn_runs, record_size)
     if not skip_baseline:
-        _ensure_topic(servers, idem_topic, partitions, replication_factor, batch_size)
-        res["topics"].append(idem_topic)
-        res["idempotent"] = idempotent_produce(servers, idem_topic, records, record_size, linger_ms, batch_size)
+        res["idempotent"] = combined(idem_runs, record_size)
         res["produce_ratio"] = ratio(res["transactional"]["records_per_s"], res["idempotent"]["records_per_s"])
+        res["produce_ratios"] = [ratio(t["records_per_s"], i["records_per_s"]) for t, i in zip(txn_runs, idem_runs)]
         runs: dict[str, list[dict[str, Any]]] = {"read_uncommitted": [], "read_committed": []}
         for level in ("read_uncommitted", "read_committed", "read_committed", "read_uncommitted"):  # no order bias
             runs[level].append(consume(servers, txn_topic, records, level))
@@ -179,7 +215,8 @@ def bench_txn(records: int, record_size: int, commit_interval_ms: int, linger_ms
     if skip_baseline:
         return
     click.echo(_line("idempotent", res["idempotent"]))
-    click.echo(f"transactional/idempotent: {res['produce_ratio']:.3f} (goal >= {PRODUCE_GOAL})")
+    click.echo(f"transactional/idempotent: {res['produce_ratio']:.3f} (goal >= {PRODUCE_GOAL}; runs: "
+               + " ".join(f"{r:.3f}" for r in res["produce_ratios"]) + ")")
     click.echo(_line("read_uncommitted", res["read_uncommitted"]))
     click.echo(_line("read_committed", res["read_committed"]))
     click.echo(f"read_committed/read_uncommitted: {res['consume_ratio']:.3f} (goal >= {CONSUME_GOAL})")

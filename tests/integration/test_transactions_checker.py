@@ -139,7 +139,7 @@ def test_checker_transactions_under_coordinator_and_leader_kills(chk: tuple[Clus
     for t in TOPICS:
         txc.admin.create_topic(t, partitions=PARTITIONS, replication_factor=3)
     bootstrap = txc.bootstrap
-    n_workers, n_txns = 3, 45
+    n_workers, n_txns = 3, 60  # enough that the three kills all land while the workers run
     ids = [f"chk-{w}" for w in range(n_workers)]
     def start(w: int, first: int = 0, seed: int = 0) -> Worker:
         return Worker("produce", bootstrap, ids[w], "--worker", str(w), "--topics", ",".join(TOPICS),

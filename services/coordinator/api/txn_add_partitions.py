@@ -20,6 +20,10 @@ from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
 from shared.types import TopicPartition
 
+#: How long AddPartitionsToTxn waits for the previous transaction's markers before answering
+#: CONCURRENT_TRANSACTIONS (the markers usually take a millisecond or two).
+CONCURRENT_WAIT_S = 0.1
+
 
 async def txn_add_partitions(t: TxnService, ctx: RequestContext,
                              request: tpb.AddPartitionsToTxnRequest) -> tpb.AddPartitionsToTxnResponse:
@@ -49,6 +53,11 @@ async def txn_add_partitions(t: TxnService, ctx: RequestContext,
                             else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts})
         version = max(1, request.client_transaction_version)
         d = pr.shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(), version)
+        if d.error == ErrorCode.CONCURRENT_TRANSACTIONS and await t.wait_finished(pr, txn_id, CONCURRENT_WAIT_S):
+            # only the previous transaction's markers were in the way (V2: the next transaction's first
+            # partition right after EndTxn): decide again now they are written, not after a client backoff
+            d = pr.shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(),
+                                        version)
         await t.apply(pr, d)
     except GroupError as exc:
         return _all(parts, exc.code, str(exc))

@@ -458,3 +458,41 @@ def test_producer_ids_come_from_etcd_blocks_with_one_reserved_ahead() -> None:
         assert [ids() for _ in range(5)] == [4, 5, 6, 7, 8]
         await ids.close()
     run(scenario())
+
+
+def test_wait_finished_returns_once_the_markers_and_completion_are_written() -> None:
+    """A request refused CONCURRENT_TRANSACTIONS while the ended transaction's markers are written can wait
+    for them (``wait_finished``) and be decided again, instead of going back for a backoff."""
+    async def scenario() -> None:
+        r = Rig()
+        init = await r.init()
+        await r.add(init.producer_id, 0, [T0])
+        assert not await r.svc.wait_finished(r.pr, "tx", 1.0)  # nothing being finished
+        r.markers.gate = asyncio.Event()
+        end = await r.end(init.producer_id, 0, True, version=2)
+        assert end.error_code == 0 and r.state() == S.PREPARE_COMMIT
+        assert await r.add(end.producer_id, end.producer_epoch, [T1]) == {T1: E.CONCURRENT_TRANSACTIONS}
+        assert not await r.svc.wait_finished(r.pr, "tx", 0.01)  # markers held: timed out
+        waiter = asyncio.ensure_future(r.svc.wait_finished(r.pr, "tx", 5.0))
+        r.markers.gate.set()
+        assert await waiter and r.state() == S.COMPLETE_COMMIT
+        assert await r.add(end.producer_id, end.producer_epoch, [T1]) == {T1: E.NONE}
+        assert not await r.svc.wait_finished(r.pr, "tx", 1.0)
+    run(scenario())
+
+
+def test_a_loaded_partition_takes_its_coordinator_epoch_at_once() -> None:
+    async def scenario() -> None:
+        r = Rig()
+        taken: list[int] = []
+
+        class Epochs:
+            async def of(self, pr: PartitionRuntime) -> int:
+                taken.append(pr.partition)
+                return 1
+
+        r.svc.epochs = Epochs()  # type: ignore[assignment]
+        await r.svc.resume(r.pr)
+        await r.settle()
+        assert taken == [0]  # before any transaction's markers
+    run(scenario())
