@@ -35,6 +35,8 @@ from shared.records.compression import CompressionType
 from shared.types import TopicPartition
 
 log = logging.getLogger("shared.client.producer")  # every producer log line under one name, as before the split
+#: InitProducerId answers no retry can change (the principal lacks the right): fatal, as in Kafka's producer.
+_REFUSED_FOR_GOOD = frozenset({ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
 class Sender:
@@ -217,6 +219,11 @@ class Sender:
                 if resp.error_code == 0:
                     self.state.set_producer_id(resp.producer_id, resp.producer_epoch)
                     return True
+                if resp.error_code in _REFUSED_FOR_GOOD:  # as Kafka's producer: fatal, the sends fail at once
+                    self.abort_unsent(error_for(resp.error_code, "InitProducerId refused: the principal may not "
+                                                "write idempotently (IDEMPOTENT_WRITE on the cluster, or WRITE on "
+                                                "a topic)"))
+                    return False
         except TidelogError as exc:
             log.warning("InitProducerId failed: %s", exc)
         return False
