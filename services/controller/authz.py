@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext, service_role
+from shared.security.access import service_id
 from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
@@ -33,50 +34,6 @@ DENIED: dict[ResourceType, ErrorCode] = {
     Res.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
     Res.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
-
-
-class DenyAll:
-    """A TLS process whose security is not set up yet: nothing is allowed."""
-
-    enabled = True
-
-    def allowed(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
-        return False
-
-    def require(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str = CLUSTER_NAME,
-                code: ErrorCode | None = None) -> None:
-        raise TidelogError("security is still starting; retry shortly", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-
-
-DENY_ALL = DenyAll()
-
-
-def build_access(security: Any) -> Any:
-    from shared.security.access import Access
-
-    return Access(security)
-
-
-def _tls_configured() -> bool:
-    try:
-        from shared.security import transport
-    except ImportError:  # pragma: no cover
-        return False
-    return transport.current() is not None
-
-
-def access_of(holder: Any) -> Any:
-    """The holder's ``Access`` (``ControllerApi``: ``security`` and ``_access``), built once; None when
-    security is off."""
-    security = getattr(holder, "security", None)
-    if security is None:
-        return DENY_ALL if _tls_configured() else None
-    if not security.enabled:
-        return None
-    access = holder._access
-    if access is None or access[0] is not security:
-        access = holder._access = (security, build_access(security))
-    return access[1]
 
 
 def door_of(ctx: RequestContext) -> str:
@@ -134,17 +91,6 @@ def require(access: Any, ctx: RequestContext, ops: AclOperation | tuple[AclOpera
         raise denied_error(ctx, first, rtype, name)
 
 
-def certificate_id(ctx: RequestContext) -> str | None:
-    """The id of a service certificate (``CN=broker-3,...`` -> ``"3"``), None for anything else."""
-    if not ctx.cert_subject:
-        return None
-    for part in ctx.cert_subject.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == "CN":
-            return value.rpartition("-")[2] or None
-    return None
-
-
 def broker_refusal(access: Any, ctx: RequestContext, broker_id: int) -> str | None:
     """None when the caller is broker ``broker_id``'s own service certificate with CLUSTER_ACTION (or
     security is off: ``access`` None); else why not (audited)."""
@@ -152,8 +98,8 @@ def broker_refusal(access: Any, ctx: RequestContext, broker_id: int) -> str | No
         return None
     if service_role(ctx) != "broker":
         detail = f"{ctx.api} is only for broker service certificates (has {ctx.cert_subject or 'none'})"
-    elif certificate_id(ctx) != str(broker_id):
-        detail = f"a certificate of broker {certificate_id(ctx)} may not speak for broker {broker_id}"
+    elif service_id(ctx) != broker_id:
+        detail = f"a certificate of broker {service_id(ctx)} may not speak for broker {broker_id}"
     elif not access.allowed(ctx, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
         detail = "no CLUSTER_ACTION"
     else:

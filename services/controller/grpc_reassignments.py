@@ -11,10 +11,11 @@ from pydantic import ValidationError
 from services.controller.api import ControllerApi
 from services.controller.api import alter_partition_reassignments as alter_api
 from services.controller.api import list_partition_reassignments as list_api
-from services.controller.authz import Op, Res, access_of, audit_change, denied_error
+from services.controller.authz import Op, Res, audit_change, denied_error
 from shared.errors import ErrorCode, TidelogError
 from shared.proto import tidelog_pb2 as pb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.security.acl import CLUSTER_NAME
 
 

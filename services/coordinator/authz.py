@@ -49,47 +49,6 @@ DENIED: dict[ResourceType, ErrorCode] = {
 }
 
 
-class DenyAll:
-    """A TLS process whose security is not set up yet: nothing is allowed."""
-
-    enabled = True
-
-    def allowed(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        return False
-
-
-DENY_ALL = DenyAll()
-
-
-def build_access(security: Any) -> Any:
-    """``Access(security)`` (``shared.security.access``)."""
-    from shared.security.access import Access
-
-    return Access(security)
-
-
-def _tls_configured() -> bool:
-    try:
-        from shared.security import transport
-    except ImportError:  # pragma: no cover
-        return False
-    return transport.current() is not None
-
-
-def access_of(holder: Any) -> Any:
-    """The holder's ``Access`` (an object with ``security`` and ``_access`` attributes: the coordinator
-    API, the transaction service), built once; None when security is off."""
-    security = holder.security
-    if security is None:
-        return DENY_ALL if _tls_configured() else None
-    if not security.enabled:
-        return None
-    access = holder._access
-    if access is None or access[0] is not security:
-        access = holder._access = (security, build_access(security))
-    return access[1]
-
-
 def audit_denied(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str, code: ErrorCode) -> None:
     """An authorization denial in the audit log (``shared.security.audit``), when that module exists."""
     try:

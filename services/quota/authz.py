@@ -25,22 +25,12 @@ from shared.grpc_codecs import RewrittenHandlers
 from shared.proto import quota_pb2 as qpb
 from shared.proto import quota_pb2_grpc as qpb_grpc
 from shared.request_context import RequestContext, enter, resolve_principal, service_role
+from shared.security.access import service_id
 from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
 DENIED = "CLUSTER_AUTHORIZATION_FAILED"
-
-
-def certificate_id(ctx: RequestContext) -> str | None:
-    """The id of a service certificate (``CN=broker-3,...`` -> ``"3"``), None for anything else."""
-    if not ctx.cert_subject:
-        return None
-    for part in ctx.cert_subject.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == "CN":
-            return value.rpartition("-")[2] or None
-    return None
 
 
 def _audit(ctx: RequestContext, op: AclOperation, detail: str) -> None:
@@ -60,7 +50,7 @@ def stream_refusal(access: Any, ctx: RequestContext) -> str | None:
     """None when the caller may open a usage stream (or security is off); else why not (audited)."""
     if access is None:
         return None
-    if service_role(ctx) != "broker" or certificate_id(ctx) is None:
+    if service_role(ctx) != "broker" or service_id(ctx) is None:
         why = f"{DENIED}: ReportUsage is only for broker service certificates (has {ctx.cert_subject or 'none'})"
     elif not access.allowed(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         why = f"{DENIED}: {ctx.kafka_principal} may not CLUSTER_ACTION"
@@ -76,8 +66,8 @@ def report_refusal(access: Any, ctx: RequestContext, broker_id: int) -> str | No
         return None
     if (why := stream_refusal(access, ctx)) is not None:
         return why
-    if certificate_id(ctx) != str(broker_id):
-        why = f"{DENIED}: broker {certificate_id(ctx)} may not report usage as broker {broker_id}"
+    if service_id(ctx) != broker_id:
+        why = f"{DENIED}: broker {service_id(ctx)} may not report usage as broker {broker_id}"
         _audit(ctx, AclOperation.CLUSTER_ACTION, why)
         return why
     return None

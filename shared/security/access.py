@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from shared.errors import ErrorCode
+from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext, service_role
 from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType, normalize_host
 from shared.security.authorizer import Authorizer
@@ -209,3 +209,36 @@ def audit(ctx: RequestContext, op: AclOperation, resource: str, detail: str) -> 
 DISABLED = Access.disabled()
 
 __all__ = ["Access", "AuthorizationFailed", "DENIED_CODE", "DISABLED", "denied_code", "door_of", "service_id"]
+
+
+class DenyAll:
+    """The access of a TLS process whose security is not set up yet: nothing is allowed."""
+
+    enabled = True
+
+    def allowed(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        return False
+
+    def require(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str = CLUSTER_NAME,
+                code: ErrorCode | None = None) -> None:
+        raise TidelogError("security is still starting; retry shortly", code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
+DENY_ALL = DenyAll()
+
+
+def access_of(holder: Any) -> Any:
+    """The ``Access`` of a service's API object (one with ``security`` and ``_access`` attributes: the
+    controller's and the coordinator's APIs, the transaction service), built once per ``security``; None
+    when security is off; ``DENY_ALL`` while a TLS process's security is not set up yet."""
+    from shared.security import transport
+
+    security = getattr(holder, "security", None)
+    if security is None:
+        return DENY_ALL if transport.current() is not None else None
+    if not security.enabled:
+        return None
+    access = holder._access
+    if access is None or access[0] is not security:
+        access = holder._access = (security, Access(security))
+    return access[1]

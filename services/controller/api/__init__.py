@@ -59,7 +59,7 @@ class ControllerApi:
         one was set (tests)."""
         if self._access_override is not None:
             return self._access_override
-        from services.controller.authz import access_of
+        from shared.security.access import access_of
 
         return access_of(self)
 

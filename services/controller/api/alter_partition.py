@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.controller.api import ControllerApi
-from services.controller.authz import access_of, broker_refusal
+from services.controller.authz import broker_refusal
 from services.controller.partitions import MAX_ALTER_PARTITION_ITEMS, AlterItem
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.types import PartitionState
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 @dataclass(frozen=True, slots=True)

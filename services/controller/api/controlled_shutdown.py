@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.controller.api import ControllerApi
-from services.controller.authz import access_of, broker_refusal
+from services.controller.authz import broker_refusal
 from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from services.controller.api import ControllerApi
-from services.controller.authz import Op, Res, access_of
+from services.controller.authz import Op, Res
 from shared.metadata.keys import SERVICE_ROLES, Keys
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.security.acl import CLUSTER_NAME
 
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.controller.api import ControllerApi
-from services.controller.authz import Op, Res, access_of
+from services.controller.authz import Op, Res
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.security.acl import CLUSTER_NAME
 
 

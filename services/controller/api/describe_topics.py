@@ -9,8 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from services.controller.api import ControllerApi
-from services.controller.authz import Op, Res, access_of
+from services.controller.authz import Op, Res
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 @dataclass(frozen=True, slots=True)

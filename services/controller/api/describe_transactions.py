@@ -11,9 +11,10 @@ from typing import Any
 
 from services.controller.api import ControllerApi
 from services.controller.api.transactions_admin import TxnAdmin
-from services.controller.authz import Op, Res, access_of
+from services.controller.authz import Op, Res
 from shared.errors import ErrorCode, TidelogError
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.types import TopicPartition
 
 #: Kafka's transaction states (ListTransactions' state filters)

@@ -20,12 +20,13 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 
 from services.controller.api import ControllerApi
-from services.controller.authz import DENY_ALL, Op, Res, access_of, allowed, denied_error, require
+from services.controller.authz import Op, Res, allowed, denied_error, require
 from services.controller.rest.auth import BasicAuthenticator
 from services.controller.rest.rules import Rule, rule_for
 from shared.errors import NotActiveError
 from shared.quota.entities import ANONYMOUS
 from shared.request_context import ON_BEHALF_OF_HEADER, NotAuthorized, RequestContext, allow_all, enter, subject_role
+from shared.security.access import DENY_ALL, access_of
 from shared.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from shared.security.transport import PEER_SUBJECT_SCOPE_KEY
 

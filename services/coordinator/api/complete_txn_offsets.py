@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 
 from services.coordinator.api import CoordinatorApi
-from services.coordinator.authz import access_of, internal_refusal
+from services.coordinator.authz import internal_refusal
 from services.coordinator.group import GroupError, fail
 from services.coordinator.runtime import PartitionRuntime
 from shared.errors import ErrorCode
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def complete_txn_offsets(c: CoordinatorApi, ctx: RequestContext,

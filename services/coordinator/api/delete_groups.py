@@ -4,11 +4,12 @@ on (``authz``), a group the principal may not DELETE is GROUP_AUTHORIZATION_FAIL
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
-from services.coordinator.authz import Op, Res, access_of, allowed, audit_change, denied_message
+from services.coordinator.authz import Op, Res, allowed, audit_change, denied_message
 from services.coordinator.group import GroupError
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def delete_groups(c: CoordinatorApi, ctx: RequestContext,

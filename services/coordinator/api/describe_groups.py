@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import from_tps
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, allowed, denied_message
 from services.coordinator.classic_group import STABLE, ClassicGroup
 from services.coordinator.consumer_protocol import PROTOCOL_TYPE, assigned_partitions, subscribed_topics
 from services.coordinator.group import STATE_NAMES, ConsumerGroup, GroupError, fail
@@ -15,6 +15,7 @@ from services.coordinator.runtime import PartitionRuntime
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def describe_groups(c: CoordinatorApi, ctx: RequestContext,

@@ -8,10 +8,11 @@ GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
-from services.coordinator.authz import DENIED, Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import DENIED, Op, Res, allowed, denied_message
 from shared.coordinator_lookup import COORDINATOR_TOPICS, find_coordinators, unknown_key_type
 from shared.proto import tidelog_pb2 as pb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.security.transport import client_facing
 
 

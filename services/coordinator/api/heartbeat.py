@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import error_message
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, allowed, denied_message
 from services.coordinator.group import GroupError
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def heartbeat(c: CoordinatorApi, ctx: RequestContext, request: cpb.HeartbeatRequest) -> cpb.HeartbeatResponse:

@@ -5,11 +5,12 @@ DESCRIBE."""
 from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
-from services.coordinator.authz import Op, Res, access_of
+from services.coordinator.authz import Op, Res
 from services.coordinator.classic_group import ClassicGroup
 from services.coordinator.consumer_protocol import PROTOCOL_TYPE
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.security.acl import CLUSTER_NAME
 
 

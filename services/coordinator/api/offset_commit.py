@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Awaitable
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import topic_errors
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
+from services.coordinator.authz import Op, Res, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.shard import OffsetCommit
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.types import TopicPartition
 
 #: Batches of commits one OffsetCommitStream may have in flight; the stream stops reading beyond it.

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import to_tps, topic_errors
-from services.coordinator.authz import Op, Res, access_of, allowed, audit_change, denied_message, split_topics
+from services.coordinator.authz import Op, Res, allowed, audit_change, denied_message, split_topics
 from services.coordinator.group import GroupError
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.types import TopicPartition
 
 

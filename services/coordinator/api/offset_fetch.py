@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import to_tps
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
+from services.coordinator.authz import Op, Res, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.records import OffsetValue
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def offset_fetch(c: CoordinatorApi, ctx: RequestContext, request: cpb.OffsetFetchRequest) -> cpb.OffsetFetchResponse:

@@ -4,13 +4,14 @@ When security is on (``authz``), as Kafka: TRANSACTIONAL_ID WRITE, then GROUP RE
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, allowed, denied_message
 from services.coordinator.group import GroupError
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.offsets_topic import OFFSETS_TOPIC
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def txn_add_offsets(t: TxnService, ctx: RequestContext,

@@ -12,12 +12,13 @@ topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, internal_refusal, split_topics
+from services.coordinator.authz import Op, Res, allowed, denied_message, internal_refusal, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.types import TopicPartition
 
 #: How long AddPartitionsToTxn waits for the previous transaction's markers before answering

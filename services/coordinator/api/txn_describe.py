@@ -5,13 +5,14 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of, allowed
+from services.coordinator.authz import Op, Res, allowed
 from services.coordinator.group import GroupError
 from services.coordinator.txn.state import TxnMetadata
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def txn_describe(t: TxnService, ctx: RequestContext,

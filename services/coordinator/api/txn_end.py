@@ -5,12 +5,13 @@ epoch the producer continues with. When security is on (``authz``): TRANSACTIONA
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, allowed, denied_message
 from services.coordinator.group import GroupError
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def txn_end(t: TxnService, ctx: RequestContext, request: tpb.EndTxnRequest) -> tpb.EndTxnResponse:

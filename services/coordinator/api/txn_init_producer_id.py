@@ -5,13 +5,14 @@ When security is on (``authz``): TRANSACTIONAL_ID WRITE (TRANSACTIONAL_ID_AUTHOR
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message
+from services.coordinator.authz import Op, Res, allowed, denied_message
 from services.coordinator.group import GroupError
 from services.coordinator.txn.decisions import ProducerIdAndEpoch
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def txn_init_producer_id(t: TxnService, ctx: RequestContext,

@@ -5,12 +5,13 @@ security is on (``authz``), only the ids the principal may DESCRIBE are listed, 
 
 from __future__ import annotations
 
-from services.coordinator.authz import Op, Res, access_of
+from services.coordinator.authz import Op, Res
 from services.coordinator.partition_kind import TRANSACTIONS
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 
 
 async def txn_list(t: TxnService, ctx: RequestContext, request: tpb.ListTransactionsRequest) -> tpb.ListTransactionsResponse:

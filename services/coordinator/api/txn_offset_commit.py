@@ -19,12 +19,13 @@ from collections.abc import Awaitable, Callable
 
 from services.coordinator.api import CoordinatorApi
 from services.coordinator.api.conversions import error_message, topic_errors
-from services.coordinator.authz import Op, Res, access_of, allowed, denied_message, split_topics
+from services.coordinator.authz import Op, Res, allowed, denied_message, split_topics
 from services.coordinator.group import GroupError
 from services.coordinator.pending_offsets import TxnOffsetCommit
 from shared.errors import ErrorCode
 from shared.proto import coordinator_pb2 as cpb
 from shared.request_context import RequestContext
+from shared.security.access import access_of
 from shared.types import TopicPartition
 
 #: (transactional_id, producer_id, producer_epoch, group_id) -> an error code: NONE when the producer's
