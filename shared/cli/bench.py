@@ -13,7 +13,7 @@ import click
 from tqdm import tqdm
 
 from shared.cli import bench_kafka
-from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.cli.connect import bootstrap_servers, client_settings, cluster_options
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
 
@@ -42,7 +42,7 @@ def bench_consumer(servers: str, topic: str, client_id: str, fetch_max_bytes: in
     of ``topic`` from the beginning."""
     consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
                         max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
-                        fetch_depth=fetch_depth, group_id=group)
+                        fetch_depth=fetch_depth, group_id=group, **client_settings())
     if group is not None:
         consumer.subscribe([topic])
     else:
@@ -75,6 +75,8 @@ def _report(kind: str, res: dict[str, Any], as_json: bool) -> None:
         f"{lat['p95']:.2f} ms 95th, {lat['p99']:.2f} ms 99th, {lat['p999']:.2f} ms 99.9th."
         + (f" Broker CPU {res['broker_cpu_us_per_record']:.2f} µs/record." if res.get("broker_cpu_us_per_record")
            is not None else "")
+        + (f" Client CPU {res['client_cpu_us_per_record']:.2f} µs/record." if res.get("client_cpu_us_per_record")
+           is not None else "")
     )
     if "client_metrics" in res:
         click.echo("client metrics: " + ", ".join(f"{k}={v:,.2f}" if isinstance(v, float) else f"{k}={v}"
@@ -82,11 +84,14 @@ def _report(kind: str, res: dict[str, Any], as_json: bool) -> None:
 
 
 def _ensure_topic(servers: str, topic: str, partitions: int, rf: int, record_bytes: int) -> None:
-    admin = Admin(servers)
+    """Create ``topic`` unless it exists. A principal without CREATE (a secure cluster's bench user whose
+    topic an admin made) goes on: the sends say it if the topic is missing or not writable."""
+    admin = Admin(servers, **client_settings())
     try:
         admin.create_topic(topic, partitions, rf, {"max.message.bytes": str(max(8 << 20, record_bytes * 2))})
     except TidelogError as exc:
-        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+        if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
             raise
     finally:
         admin.close()
@@ -159,7 +164,8 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
         cpu = bench_kafka.BrokerCpu(data_dir)
         cpu.start()
         res = bench_kafka.kafka_produce(kafka_servers, topic, records, record_size, key_size, acks, batch_size,
-                                        linger_ms, compression, latency_sample, client_id)
+                                        linger_ms, compression, latency_sample, client_id,
+                                        bench_kafka.kafka_security(client_settings()))
         cpu.stop()
         res["latency_ms"] = percentiles(res.pop("latencies"))
         _with_cpu(res, cpu)
@@ -167,6 +173,9 @@ def bench_produce(topic: str, records: int, record_size: int, key_size: int, ack
 
 
 def _with_cpu(res: dict[str, Any], cpu: bench_kafka.BrokerCpu) -> None:
+    """The brokers' CPU per record, and this process's (``client_cpu_s``: every thread, over the timed part)."""
+    if res.get("client_cpu_s") is not None and res.get("records"):
+        res["client_cpu_us_per_record"] = res["client_cpu_s"] / res["records"] * 1e6
     if cpu.seconds is not None:
         res["broker_cpu_s"] = cpu.seconds
         res["broker_cpu_us_per_record"] = cpu.per_record_us(res["records"])
@@ -179,13 +188,15 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
     values = [os.urandom(record_size) for _ in range(256)]
     keys = [os.urandom(key_size) for _ in range(65536)] if key_size else [None] * 65536
     producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms, client_id=client_id,
-                        compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20))
+                        compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20),
+                        **client_settings())
     latencies: list[float] = []
     steady: list[float] = []  # latencies of the records after the warm-up
     errors: list[BaseException] = []
 
     bar = progress_bar(records, progress)
     send = producer.send
+    c0 = time.process_time()
     t0 = time.perf_counter()
     t_steady = t0
     try:
@@ -208,6 +219,7 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
         producer.flush()
     finally:
         elapsed = time.perf_counter() - t0
+        client_cpu = time.process_time() - c0
         cpu.stop()
         bar.close()
         producer.close()
@@ -217,7 +229,8 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
         "records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
         "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latency_ms": percentiles(latencies + steady),
         "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression,
-        "throttled_responses": producer.throttled_responses, "throttle_time_ms_max": producer.throttle_time_ms_max}
+        "throttled_responses": producer.throttled_responses, "throttle_time_ms_max": producer.throttle_time_ms_max,
+        "client_cpu_s": client_cpu}
     if warmup_records:
         n, secs = records - warmup_records, elapsed - (t_steady - t0)
         res["steady_state"] = {"records": n, "seconds": secs, "records_per_s": n / secs,
@@ -272,7 +285,7 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
         cpu = bench_kafka.BrokerCpu(data_dir)
         cpu.start()
         res = bench_kafka.kafka_consume(kafka_servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes,
-                                        timeout_ms, client_id)
+                                        timeout_ms, client_id, bench_kafka.kafka_security(client_settings()))
         cpu.stop()
         res["latency_ms"] = percentiles(res.pop("poll_ms"))
         _with_cpu(res, cpu)
@@ -288,6 +301,7 @@ def _grpc_consume(servers: str, topic: str, records: int, fetch_max_bytes: int, 
     n = 0
     nbytes = 0
     poll_ms: list[float] = []
+    c0 = time.process_time()
     t0 = time.perf_counter()
     idle = t0
     try:
@@ -306,13 +320,15 @@ def _grpc_consume(servers: str, topic: str, records: int, fetch_max_bytes: int, 
             n += k
             bar.update(k)
         elapsed = time.perf_counter() - t0
+        client_cpu = time.process_time() - c0
         cpu.stop()
         client_metrics = consumer.metrics()
     finally:
         bar.close()
         consumer.close()
     res = {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
-           "latency_ms": percentiles(poll_ms), "throttled_responses": consumer.throttled_responses}
+           "latency_ms": percentiles(poll_ms), "throttled_responses": consumer.throttled_responses,
+           "client_cpu_s": client_cpu}
     if show_metrics:
         res["client_metrics"] = client_metrics
     _with_cpu(res, cpu)

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from shared.cli import bench_kafka
 from shared.cli.bench import _report, _with_cpu, latency_sampler, percentiles, progress_bar
+from shared.cli.connect import client_settings
 from shared.client import Producer
 from shared.client import send_batch as _send_batch  # noqa: F401  imported before the clock starts, not in it
 
@@ -42,7 +43,8 @@ def run(servers: str, topic: str, records: int, record_size: int, key_size: int,
     values = _fixed_width_column(rng, chunk, record_size)
     keys = _fixed_width_column(rng, chunk, key_size) if key_size else None
     producer = Producer(servers, acks=acks, batch_size=batch_size, linger_ms=linger_ms, client_id=client_id,
-                        compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20))
+                        compression_type=compression, max_request_size=max(4 * batch_size, 4 << 20),
+                        **client_settings())
     latencies: list[float] = []
     steady: list[float] = []
     errors: list[BaseException] = []

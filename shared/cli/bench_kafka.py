@@ -26,6 +26,21 @@ def kafka_bootstrap(given: str | None, data_dir: str) -> str:
     return str(found)
 
 
+def kafka_security(settings: dict[str, Any]) -> dict[str, str]:
+    """librdkafka's names for kafka-python's security settings (``connect.client_settings()``): ``{}`` for
+    plaintext; SASL_SSL / SSL with the CA, the SASL mechanism and user, the client certificate when given."""
+    proto = str(settings.get("security_protocol") or "PLAINTEXT").upper()
+    if proto == "PLAINTEXT":
+        return {}
+    conf = {"security.protocol": proto}
+    for ours, theirs in (("ssl_cafile", "ssl.ca.location"), ("ssl_certfile", "ssl.certificate.location"),
+                         ("ssl_keyfile", "ssl.key.location"), ("sasl_mechanism", "sasl.mechanisms"),
+                         ("sasl_plain_username", "sasl.username"), ("sasl_plain_password", "sasl.password")):
+        if settings.get(ours) and (theirs.startswith("ssl.") or proto.startswith("SASL")):
+            conf[theirs] = str(settings[ours])
+    return conf
+
+
 class BrokerCpu:
     """CPU seconds (user + system) the local brokers of cluster.json spent between start() and stop()."""
 
@@ -60,7 +75,8 @@ class BrokerCpu:
 
 def kafka_produce(bootstrap: str, topic: str, records: int, record_size: int, key_size: int, acks: str,
                   batch_size: int, linger_ms: int, compression: str, latency_sample: int,
-                  client_id: str) -> dict[str, Any]:
+                  client_id: str, security: dict[str, str] | None = None) -> dict[str, Any]:
+    """``security``: librdkafka's security settings (``kafka_security``), none for plaintext."""
     from confluent_kafka import Producer as KafkaProducer
 
     values = [os.urandom(record_size) for _ in range(256)]
@@ -70,7 +86,7 @@ def kafka_produce(bootstrap: str, topic: str, records: int, record_size: int, ke
         "linger.ms": linger_ms, "batch.size": min(batch_size, 2_147_483_647),
         "compression.type": compression, "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 2_097_151, "message.max.bytes": max(4 * batch_size, 4 << 20),
-        "enable.idempotence": False,
+        "enable.idempotence": False, **(security or {}),
     })
     latencies: list[float] = []
     errors: list[Any] = []
@@ -88,6 +104,7 @@ def kafka_produce(bootstrap: str, topic: str, records: int, record_size: int, ke
             errors.append(err)
 
     produce = producer.produce
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(records):
         while True:
@@ -103,16 +120,17 @@ def kafka_produce(bootstrap: str, topic: str, records: int, record_size: int, ke
             producer.poll(0)
     left = producer.flush(120)
     elapsed = time.perf_counter() - t0
+    client_cpu = time.process_time() - c0
     if errors or left:
         raise click.ClickException(f"{len(errors)} sends failed ({left} undelivered), first: {errors[:1]}")
     return {"records": records, "record_size": record_size, "seconds": elapsed, "records_per_s": records / elapsed,
             "mb_per_s": records * (record_size + key_size) / elapsed / 1e6, "latencies": latencies,
             "acks": acks, "batch_size": batch_size, "linger_ms": linger_ms, "compression": compression,
-            "door": "kafka (confluent-kafka)"}
+            "door": "kafka (confluent-kafka)", "client_cpu_s": client_cpu}
 
 
 def kafka_consume(bootstrap: str, topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
-                  timeout_ms: int, client_id: str) -> dict[str, Any]:
+                  timeout_ms: int, client_id: str, security: dict[str, str] | None = None) -> dict[str, Any]:
     from confluent_kafka import OFFSET_BEGINNING
     from confluent_kafka import Consumer as KafkaConsumer
     from confluent_kafka import TopicPartition as KafkaTp
@@ -124,7 +142,7 @@ def kafka_consume(bootstrap: str, topic: str, records: int, fetch_max_bytes: int
         "fetch.wait.max.ms": 100,
         # librdkafka stops fetching a partition for fetch.queue.backoff.ms (1 s) once queued.min.messages
         # (100k) wait in its queue: a reader faster than that would idle out each second.
-        "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10,
+        "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10, **(security or {}),
     })
     try:
         md = consumer.list_topics(topic, timeout=10)
@@ -134,6 +152,7 @@ def kafka_consume(bootstrap: str, topic: str, records: int, fetch_max_bytes: int
         consumer.assign([KafkaTp(topic, p, OFFSET_BEGINNING) for p in parts])
         n = nbytes = 0
         poll_ms: list[float] = []
+        c0 = time.process_time()
         t0 = time.perf_counter()
         idle = t0
         while n < records:
@@ -151,7 +170,8 @@ def kafka_consume(bootstrap: str, topic: str, records: int, fetch_max_bytes: int
                 nbytes += len(m.value() or b"") + len(m.key() or b"")
             n += len(batch)
         elapsed = time.perf_counter() - t0
+        client_cpu = time.process_time() - c0
     finally:
         consumer.close()
     return {"records": n, "seconds": elapsed, "records_per_s": n / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
-            "poll_ms": poll_ms, "door": "kafka (confluent-kafka)"}
+            "poll_ms": poll_ms, "door": "kafka (confluent-kafka)", "client_cpu_s": client_cpu}
