@@ -7,16 +7,20 @@ import os
 import shutil
 import tempfile
 import time
+from typing import Any
 
 import click
 
-from shared.cli.connect import bootstrap_servers, cluster_options
+from shared.cli.connect import bootstrap_servers, client_settings, cluster_options
 from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.errors import ErrorCode, TidelogError
 
 
-def _fill(servers: str, topic: str, records: int, record_size: int, partitions: int) -> int:
-    admin = Admin(servers)
+def _fill(servers: str, topic: str, records: int, record_size: int, partitions: int,
+          settings: dict[str, Any] | None = None) -> int:
+    """``settings``: the clients' security settings (kafka-python's names; ``{}`` when plaintext)."""
+    settings = settings or {}
+    admin = Admin(servers, **settings)
     try:
         admin.create_topic(topic, partitions=partitions, configs={"max.message.bytes": str(8 << 20)})
     except TidelogError as exc:
@@ -24,14 +28,14 @@ def _fill(servers: str, topic: str, records: int, record_size: int, partitions: 
             raise
     parts = [p["partition"] for p in admin.describe_topic(topic)["partitions"]]
     admin.close()
-    with Consumer(servers) as c:
+    with Consumer(servers, **settings) as c:
         tps = [TopicPartition(topic, p) for p in parts]
         c.assign(tps)
         have = sum(c.end_offsets(tps).values()) - sum(c.beginning_offsets(tps).values())
     missing = records - have
     if missing > 0:
         values = [os.urandom(record_size) for _ in range(64)]
-        with Producer(servers, acks=1, linger_ms=5, batch_size=1 << 20, max_request_size=4 << 20) as p:
+        with Producer(servers, acks=1, linger_ms=5, batch_size=1 << 20, max_request_size=4 << 20, **settings) as p:
             for i in range(missing):
                 p.send(topic, values[i & 63], key=os.urandom(16) if i % 64 == 0 else values[i & 63][:16])
     return max(records, have)
@@ -107,11 +111,14 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     (second write reported): topic -> Parquet is reported as a fraction of it.
     """
     from pipelines.spark import local_session
+    from pipelines.tidelog_source.security import spark_options
 
     servers = bootstrap_servers(bootstrap, rest, data_dir)
-    total = _fill(servers, topic, records, record_size, partitions)
+    settings = client_settings()  # the CLI's credentials (cluster.json's admin on a secure cluster)
+    total = _fill(servers, topic, records, record_size, partitions, settings)
     spark = local_session("tidelog-bench", master)
-    df = (spark.read.format("tidelog").option("bootstrap.servers", servers).option("subscribe", topic)
+    df = (spark.read.format("tidelog").options(**spark_options(settings)).option("bootstrap.servers", servers)
+          .option("subscribe", topic)
           .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
     # The first query also starts the Python workers and warms the JVM; it is reported apart.
     t0 = time.perf_counter()

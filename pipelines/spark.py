@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
-from shared.client.discovery import brokers_from_data_dir, cluster_data_dir, no_cluster_message
+from shared.client.discovery import (
+    brokers_from_data_dir,
+    cluster_data_dir,
+    no_cluster_message,
+    read_cluster_file,
+)
 
 
 def local_session(app: str, master: str = "local[2]") -> Any:
@@ -36,3 +42,33 @@ def bootstrap_from(data_dir: str | None, bootstrap: str | None) -> str:
     if servers is None:
         raise SystemExit(no_cluster_message(cluster_data_dir(data_dir), "--bootstrap-server"))
     return servers
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where a job's cluster is and with which credentials: ``settings`` are kafka-python's keyword arguments
+    for ``Producer`` / ``Consumer`` / ``Admin`` (``{}`` for a plaintext cluster), ``options`` the ``tidelog``
+    source's and sink's options (``bootstrap.servers`` and spark-sql-kafka's ``kafka.security.protocol``,
+    ``kafka.sasl.*``, ``kafka.ssl.*``). Neither shows in the repr (they hold the password)."""
+
+    servers: str
+    settings: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def options(self) -> dict[str, str]:
+        from pipelines.tidelog_source.security import spark_options
+
+        return {"bootstrap.servers": self.servers, **spark_options(self.settings)}
+
+
+def connection_from(data_dir: str | None, bootstrap: str | None) -> Connection:
+    """``bootstrap_from``'s brokers, with the credentials the CLI would use (``shared.cli.connect``):
+    ``TIDELOG_SASL_USERNAME`` / ``TIDELOG_SASL_PASSWORD`` (and ``TIDELOG_SSL_CAFILE``), else, when the cluster is
+    found through its data dir (no ``--bootstrap-server``, or ``--data-dir`` given), the admin of
+    cluster.json's ``security`` block. So the example jobs run on a ``tidelog up --secure`` cluster as they
+    are; a plaintext cluster gets no setting at all."""
+    from shared.cli.connect import settings_for
+
+    servers = bootstrap_from(data_dir, bootstrap)
+    info = read_cluster_file(cluster_data_dir(data_dir)) if (data_dir or not bootstrap) else None
+    return Connection(servers, settings_for(info))

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from pipelines.spark import bootstrap_from, local_session
+from pipelines.spark import connection_from, local_session
 from shared.client import Admin
 from shared.client.discovery import cluster_data_dir
 from shared.errors import ErrorCode, TidelogError
@@ -26,10 +26,12 @@ EVENT_SCHEMA = "user STRING, url STRING, ts LONG"
 
 def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: str, *,
                 available_now: bool, starting: str = "earliest", max_offsets_per_trigger: int | None = None,
-                fail_on_data_loss: bool = True) -> Any:
+                fail_on_data_loss: bool = True, options: dict[str, str] | None = None) -> Any:
+    """``options``: more source and sink options (the security ones: ``Connection.options``)."""
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("tidelog").option("bootstrap.servers", servers)
+    extra = dict(options or {})
+    reader = (spark.readStream.format("tidelog").options(**extra).option("bootstrap.servers", servers)
               .option("subscribe", source).option("startingOffsets", starting)
               .option("failOnDataLoss", str(fail_on_data_loss).lower()))
     if max_offsets_per_trigger:
@@ -52,7 +54,7 @@ def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: st
     def write_updates(batch_df: Any, _batch_id: int) -> None:
         # Spark's Python stream writers support append mode only; a window's count changes as
         # events arrive, so each micro-batch's updated windows go through the batch writer.
-        (batch_df.write.format("tidelog").mode("append")
+        (batch_df.write.format("tidelog").mode("append").options(**extra)
          .option("bootstrap.servers", servers).option("topic", sink).save())
 
     writer = (out.writeStream.outputMode("update").foreachBatch(write_updates)
@@ -75,19 +77,19 @@ def build_query(spark: Any, servers: str, source: str, sink: str, checkpoint: st
 def main(source: str, sink: str, checkpoint: str | None, available_now: bool, fail_on_data_loss: bool,
          data_dir: str | None, bootstrap: str | None) -> None:
     """Count clicks per user per minute from --source into --sink (see the module doc)."""
-    servers = bootstrap_from(data_dir, bootstrap)
+    conn = connection_from(data_dir, bootstrap)
     if checkpoint is None:  # next to the cluster it belongs to: a new cluster starts a new checkpoint
         checkpoint = os.path.join(cluster_data_dir(data_dir), "checkpoints", "clicks-per-minute")
     click.echo(f"checkpoint: {checkpoint}", err=True)
-    with Admin(servers) as admin:
+    with Admin(conn.servers, **conn.settings) as admin:
         try:
             admin.create_topic(sink, partitions=3)
         except TidelogError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
     spark = local_session("clicks-per-minute")
-    query = build_query(spark, servers, source, sink, checkpoint, available_now=available_now,
-                        fail_on_data_loss=fail_on_data_loss)
+    query = build_query(spark, conn.servers, source, sink, checkpoint, available_now=available_now,
+                        fail_on_data_loss=fail_on_data_loss, options=conn.options)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -10,12 +10,14 @@ from typing import Any
 
 import click
 
-from pipelines.spark import bootstrap_from, local_session
+from pipelines.spark import connection_from, local_session
 
 
-def export(spark: Any, servers: str, topic: str, out: str, *, as_text: bool = True, min_partitions: int | None = None) -> int:
-    reader = (spark.read.format("tidelog").option("bootstrap.servers", servers).option("subscribe", topic)
-              .option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+def export(spark: Any, servers: str, topic: str, out: str, *, as_text: bool = True, min_partitions: int | None = None,
+           options: dict[str, str] | None = None) -> int:
+    """``options``: more source options (the security ones: ``Connection.options``)."""
+    reader = (spark.read.format("tidelog").options(**(options or {})).option("bootstrap.servers", servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest"))
     if min_partitions:
         reader = reader.option("minPartitions", str(min_partitions))
     df = reader.load()
@@ -33,10 +35,10 @@ def export(spark: Any, servers: str, topic: str, out: str, *, as_text: bool = Tr
 @click.option("--data-dir", default=None, help="local cluster directory (default .tidelog)")
 @click.option("--bootstrap-server", "bootstrap", default=None)
 def main(topic: str, out: str, binary: bool, data_dir: str | None, bootstrap: str | None) -> None:
-    servers = bootstrap_from(data_dir, bootstrap)
+    conn = connection_from(data_dir, bootstrap)
     spark = local_session("export-parquet")
     t0 = time.perf_counter()
-    n = export(spark, servers, topic, out, as_text=not binary)
+    n = export(spark, conn.servers, topic, out, as_text=not binary, options=conn.options)
     click.echo(f"exported {n} records of {topic} to {out} in {time.perf_counter() - t0:.1f}s")
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import random
 import time
+from typing import Any
 
 import click
 
-from pipelines.spark import bootstrap_from
+from pipelines.spark import connection_from
 from shared.client import Admin, Producer
 from shared.errors import ErrorCode, TidelogError
 
@@ -27,22 +28,24 @@ from shared.errors import ErrorCode, TidelogError
 @click.option("--bootstrap-server", "bootstrap", default=None)
 def main(topic: str, events: int, users: int, minutes: int, partitions: int, seed: int, data_dir: str | None,
          bootstrap: str | None) -> None:
-    servers = bootstrap_from(data_dir, bootstrap)
-    with Admin(servers) as admin:
+    conn = connection_from(data_dir, bootstrap)
+    with Admin(conn.servers, **conn.settings) as admin:
         try:
             admin.create_topic(topic, partitions=partitions)
         except TidelogError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
-    generate(servers, topic, events, users, minutes, seed)
+    generate(conn.servers, topic, events, users, minutes, seed, settings=conn.settings)
     click.echo(f"{events} click events sent to {topic}")
 
 
-def generate(servers: str, topic: str, events: int, users: int = 50, minutes: int = 5, seed: int = 1) -> list[dict]:
+def generate(servers: str, topic: str, events: int, users: int = 50, minutes: int = 5, seed: int = 1,
+             settings: dict[str, Any] | None = None) -> list[dict]:
+    """``settings``: the producer's security settings (kafka-python's names; ``Connection.settings``)."""
     rng = random.Random(seed)
     now = int(time.time() * 1000)
     sent = []
-    with Producer(servers) as producer:
+    with Producer(servers, **(settings or {})) as producer:
         for _ in range(events):
             ev = {"user": f"u{rng.randrange(users)}", "url": f"/p/{rng.randrange(20)}",
                   "ts": now - rng.randrange(minutes * 60_000)}

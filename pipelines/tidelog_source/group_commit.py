@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from pipelines.tidelog_source.security import SecurityOptions
 from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.errors import TidelogError
@@ -18,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class GroupOffsetCommitter:
-    def __init__(self, bootstrap_servers: str, group_id: str) -> None:
+    def __init__(self, bootstrap_servers: str, group_id: str, security: SecurityOptions | None = None) -> None:
         self.group_id = group_id
-        self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-commit")
+        self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-commit",
+                                     security=security.client_security() if security else None)
         self.coordinator = GroupCoordinatorClient(self.cluster, group_id, timeout_s=5)  # best effort: never hold a batch long
 
     def commit(self, offsets: dict[TopicPartition, int]) -> bool:

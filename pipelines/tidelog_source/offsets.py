@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pipelines.tidelog_source.options import EARLIEST, LATEST, OptionError, SourceOptions
 from shared.client import Consumer, TopicPartition
 from shared.client.cluster import ClusterClient
+from shared.errors import ErrorCode, error_for
 
 Offsets = dict[str, dict[str, int]]
 
@@ -40,7 +41,7 @@ class OffsetResolver:
         self.opts = opts
         # read_committed: ListOffsets latest is the last stable offset, so a plan never ends inside an open transaction
         self.consumer = Consumer(opts.bootstrap_servers, client_id="tidelog-spark-driver",
-                                 isolation_level=opts.isolation_level)
+                                 isolation_level=opts.isolation_level, **opts.security.client_settings())
         self.cluster: ClusterClient = self.consumer.cluster
 
     def partitions(self) -> list[TopicPartition]:
@@ -66,9 +67,20 @@ class OffsetResolver:
         for t in sorted(names):
             parts = snap.topics.get(t)
             if parts is None:
+                if snap.topic_errors.get(t) == ErrorCode.TOPIC_AUTHORIZATION_FAILED:  # as Spark's Kafka source: fail
+                    raise error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic {t!r}"
+                                    f"{self._as()}: the principal needs DESCRIBE and READ on it (tidelog acls add)")
                 continue  # not (yet) existing: Spark's Kafka source waits for it likewise
             out.extend(TopicPartition(t, p) for p in sorted(parts))
         return out
+
+    def _as(self) -> str:
+        sec = self.opts.security
+        if sec.username:
+            return f" as User:{sec.username}"
+        if sec.protocol == "SSL":
+            return f" over SSL ({'the certificate ' + sec.certfile if sec.certfile else 'no client certificate'})"
+        return ""
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         return self.consumer.beginning_offsets(tps) if tps else {}

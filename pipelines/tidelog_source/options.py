@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.tidelog_source.errors import OptionError
+from pipelines.tidelog_source.security import SecurityOptions, parse_security_options
+
 EARLIEST = -2
 LATEST = -1
 #: kafka.isolation.level's values (spark-sql-kafka passes it to its consumers; read_uncommitted is the default)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-
-
-class OptionError(ValueError):
-    """A missing, conflicting or malformed option (raised on the driver, before any job runs)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,8 @@ class SourceOptions:
     commit_to_group: str | None = None  # streaming: commit each finished micro-batch's offsets to this group
     #: kafka.isolation.level: read_committed reads up to the last stable offset, without aborted records
     isolation_level: str = "read_uncommitted"
+    #: kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (``security.py``); its repr hides the password
+    security: SecurityOptions = SecurityOptions()
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -144,4 +145,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptio
         min_partitions=int(min_parts) if min_parts else None,
         commit_to_group=group.strip() if group else None,
         isolation_level=isolation,
+        security=parse_security_options(opts),
     )

@@ -71,6 +71,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
 from pipelines.tidelog_source.options import OptionError
+from pipelines.tidelog_source.security import SecurityOptions, parse_security_options
 from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.client.transactions import ConsumerGroupMetadata, TransactionHandle, TxnCoordinatorClient
@@ -98,6 +99,8 @@ class SinkOptions:
     transactional_id_prefix: str | None = None
     #: kafka.transaction.timeout.ms: how long the coordinator lets a task's transaction stay open
     transaction_timeout_ms: int = 60_000
+    #: kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (``security.py``); its repr hides the password
+    security: SecurityOptions = SecurityOptions()
 
 
 def _int(opts: Mapping[str, str], name: str, default: int) -> int:
@@ -130,6 +133,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         compression_type=opts.get("compression.type"),
         transactional_id_prefix=prefix.strip() if prefix else None,
         transaction_timeout_ms=_int(opts, timeout_name, 60_000),
+        security=parse_security_options(opts),
     )
 
 
@@ -199,9 +203,10 @@ def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Any:
         return Producer(opts.bootstrap_servers, acks="all", linger_ms=opts.linger_ms, batch_size=opts.batch_size,
                         compression_type=opts.compression_type, max_request_size=4 << 20,
                         client_id="tidelog-spark-sink", transactional_id=transactional_id,
-                        transaction_timeout_ms=opts.transaction_timeout_ms)
+                        transaction_timeout_ms=opts.transaction_timeout_ms, **opts.security.client_settings())
     return Producer(opts.bootstrap_servers, acks=opts.acks, linger_ms=opts.linger_ms, batch_size=opts.batch_size,
-                    compression_type=opts.compression_type, max_request_size=4 << 20, client_id="tidelog-spark-sink")
+                    compression_type=opts.compression_type, max_request_size=4 << 20, client_id="tidelog-spark-sink",
+                    **opts.security.client_settings())
 
 
 def write_at_least_once(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteCommit:
@@ -247,10 +252,12 @@ class BatchLedger:
     """The bookkeeping group ``{prefix}``: per (query, Spark partition), the next batch id to write,
     committed with the rows' transaction (``send_offsets_to_transaction``), read with require_stable."""
 
-    def __init__(self, bootstrap_servers: str, group_id: str, timeout_s: float = 60.0) -> None:
+    def __init__(self, bootstrap_servers: str, group_id: str, timeout_s: float = 60.0,
+                 security: SecurityOptions | None = None) -> None:
         self.group_id = group_id
         self.timeout_s = timeout_s
-        self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-sink-ledger")
+        self.cluster = ClusterClient(bootstrap_servers, "tidelog-spark-sink-ledger",
+                                     security=security.client_security() if security else None)
         self.coordinator = GroupCoordinatorClient(self.cluster, group_id)
 
     def next_batch(self, key: TopicPartition) -> int | None:
@@ -287,7 +294,8 @@ def write_exactly_once(opts: SinkOptions, task: TaskIdentity, batches: Iterator[
     the module docstring for why a re-run writes nothing twice)."""
     assert opts.transactional_id_prefix
     producer = _producer(opts, task.transactional_id(opts.transactional_id_prefix))
-    ledger = BatchLedger(opts.bootstrap_servers, opts.transactional_id_prefix) if task.batch_id is not None else None
+    ledger = (BatchLedger(opts.bootstrap_servers, opts.transactional_id_prefix, security=opts.security)
+              if task.batch_id is not None else None)
     try:
         producer.init_transactions()  # fences earlier attempts; their open transaction is aborted
         if ledger is not None and task.batch_id is not None:
@@ -346,7 +354,8 @@ def end_transactions(opts: SinkOptions, messages: list[WriterCommitMessage | Non
     if not handles:
         return 0
     ended = 0
-    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-sink-driver")
+    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-sink-driver",
+                            security=opts.security.client_security())
     try:
         for h in handles:
             try:
@@ -371,7 +380,7 @@ def write_batches(options: Mapping[str, str], batches: Iterator[pa.RecordBatch])
 
 class TidelogWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        parse_sink_options(options)  # bad options fail on the driver, before any task
+        parse_sink_options(options).security.check_files()  # bad options fail on the driver, before any task
         self.options = options
         self.schema = schema
 
@@ -387,7 +396,7 @@ class TidelogWriter(DataSourceArrowWriter):
 
 class TidelogStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        parse_sink_options(options)
+        parse_sink_options(options).security.check_files()
         self.options = options
         self.schema = schema
 

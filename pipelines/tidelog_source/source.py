@@ -3,7 +3,9 @@
 Driver-side methods (``partitions``, ``latestOffset``...) resolve offsets through
 the brokers; ``read()`` runs in executor workers and reads its offset range with
 the Python client (gRPC), returning Arrow record batches. The output schema and
-option names are those of Spark's Kafka source.
+option names are those of Spark's Kafka source, the security ones included
+(``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``: ``security.py``); every client the
+source and the sink build, on the driver and in tasks, carries them.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def read_partition(opts: SourceOptions, part: RangePartition) -> Iterator[pa.Rec
     """
     tune_allocator()
     schema = arrow_schema(opts.include_headers)
-    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader")
+    cluster = ClusterClient(opts.bootstrap_servers, "tidelog-spark-reader", security=opts.security.client_security())
     tp = TopicPartition(part.topic, part.partition)
     start, end = part.start, part.end
     try:
@@ -123,10 +125,14 @@ class TidelogDataSource(DataSource):
         return HEADERS_SCHEMA if include else BASE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TidelogBatchReader(parse_options(self.options, streaming=False))
+        opts = parse_options(self.options, streaming=False)
+        opts.security.check_files()
+        return TidelogBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return TidelogStreamReader(parse_options(self.options, streaming=True))
+        opts = parse_options(self.options, streaming=True)
+        opts.security.check_files()
+        return TidelogStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return TidelogWriter(dict(self.options), schema)
@@ -263,7 +269,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that consumer group (best effort) so lag tools see the query's progress."""
         if self.opts.commit_to_group:
             if self._committer is None:
-                self._committer = GroupOffsetCommitter(self.opts.bootstrap_servers, self.opts.commit_to_group)
+                self._committer = GroupOffsetCommitter(self.opts.bootstrap_servers, self.opts.commit_to_group,
+                                                      self.opts.security)
             self._committer.commit(to_tps(end))
 
     def stop(self) -> None:
