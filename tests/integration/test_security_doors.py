@@ -18,6 +18,7 @@ One secure cluster for the module (real etcd with client-certificate authenticat
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -453,22 +454,32 @@ def test_every_rest_route_is_refused_without_a_credential_and_to_a_user_without_
     assert not problems, "\n".join(problems)
 
 
-def test_rest_denials_and_admin_changes_are_audited(secure: Cluster) -> None:
+def test_refusals_and_admin_changes_are_audited_on_every_door(secure: Cluster) -> None:
+    """The REST refusals below, the gRPC refusals of the enumeration above (mallory, a wrong password) and the
+    fixture's admin changes are JSON lines in the services' audit logs."""
     s = secure.info["security"]
     with httpx.Client(base_url=secure.rest, verify=s["ca"], timeout=10) as http:
         assert http.delete(f"/v1/topics/{TOPIC}").status_code == 401
         assert http.delete(f"/v1/topics/{TOPIC}", auth=(MALLORY, MALLORY_PASSWORD)).status_code == 403
+    scram_token(endpoint(secure, "broker", internal_port=False), s["ca"], MALLORY, "wrong")  # a failed gRPC sign-in
     data_dir = secure.lc.spec.data_dir
-    logs: list[str] = []
 
-    def audited() -> bool:
-        logs.clear()
+    def events() -> set[tuple[str, str, str]]:
+        seen = set()
         for root, _dirs, files in os.walk(data_dir):
-            logs.extend(open(os.path.join(root, f)).read() for f in files if f == "audit.log")
-        text = "\n".join(logs)
-        return "authentication_failure" in text and "authorization_denied" in text and MALLORY in text
+            for f in files:
+                if f == "audit.log":
+                    for line in open(os.path.join(root, f)):
+                        e = json.loads(line)
+                        seen.add((e["kind"], e["door"], e["principal"]))
+        return seen
 
-    wait_for(audited, 10, what="audit lines for the refused REST calls")
+    wanted = {("authentication_failure", "rest", "User:admin"),  # the enumeration's wrong password
+              ("authorization_denied", "rest", f"User:{MALLORY}"),
+              ("authentication_failure", "grpc", f"User:{MALLORY}"),
+              ("authorization_denied", "grpc", f"User:{MALLORY}"),
+              ("admin_change", "rest", "User:admin")}  # the fixture's topic and user
+    wait_for(lambda: wanted <= events(), 10, what=f"audit lines {wanted}")
 
 
 
