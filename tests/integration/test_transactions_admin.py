@@ -27,11 +27,15 @@ from tests.conftest import Cluster, start_cluster, wait_for
 from tests.integration.kafka_util import KafkaWire
 
 HUNG, REAL, TXN_ID = "hung", "txn-real", "tx-admin"
-TWO_MINUTES_AGO = int(time.time() * 1000) - 120_000
+# Set when the module's cluster starts, not at import: under xdist a module may run a quarter of an hour
+# after collection, and a stamp that old is past transaction.max.timeout.ms (15 minutes).
+TWO_MINUTES_AGO = 0
 
 
 @pytest.fixture(scope="module")
 def cluster_(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Admin]]:
+    global TWO_MINUTES_AGO
+    TWO_MINUTES_AGO = int(time.time() * 1000) - 120_000
     c = start_cluster(str(tmp_path_factory.mktemp("txn-admin")), controllers=1, brokers=2, coordinators=1,
                       cleaners=0, quotas=0, extra_env={"TIDELOG_TRANSACTION_PARTITION_VERIFICATION_ENABLE": "false"})
     admin = Admin(",".join(p.address for p in c.procs("broker")))
