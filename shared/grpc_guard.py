@@ -28,7 +28,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool
 
-from shared.request_context import Unauthenticated
+from shared.request_context import CallRefused
 
 log = logging.getLogger(__name__)
 MAX_REASON_CHARS = 200
@@ -89,8 +89,8 @@ def _unary_unary(method: str, behavior: Callable[..., Any]) -> Callable[..., Any
             await _refuse(method, request, context)
         try:
             return await behavior(request, context)
-        except Unauthenticated as exc:  # a bad session token: the client logs in again, no traceback
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except CallRefused as exc:  # a bad session token, a connection over its rate: no traceback
+            await context.abort(exc.status, str(exc))
         except _PASS_THROUGH:
             raise
         except Exception:
@@ -115,8 +115,8 @@ def _unary_stream(method: str, behavior: Callable[..., Any]) -> Callable[..., An
         try:
             async for item in _drain(behavior(request, context)):
                 yield item
-        except Unauthenticated as exc:  # a bad session token: the client logs in again, no traceback
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except CallRefused as exc:  # a bad session token, a connection over its rate: no traceback
+            await context.abort(exc.status, str(exc))
         except _PASS_THROUGH:
             raise
         except Exception:
@@ -145,8 +145,8 @@ def _stream_unary(method: str, behavior: Callable[..., Any]) -> Callable[..., An
         checked = _CheckedRequests(requests)
         try:
             response = await behavior(checked.__aiter__(), context)
-        except Unauthenticated as exc:  # a bad session token: the client logs in again, no traceback
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except CallRefused as exc:  # a bad session token, a connection over its rate: no traceback
+            await context.abort(exc.status, str(exc))
         except _PASS_THROUGH:
             raise
         except Exception:
@@ -164,8 +164,8 @@ def _stream_stream(method: str, behavior: Callable[..., Any]) -> Callable[..., A
         try:
             async for item in _drain(behavior(checked.__aiter__(), context)):
                 yield item
-        except Unauthenticated as exc:  # a bad session token: the client logs in again, no traceback
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except CallRefused as exc:  # a bad session token, a connection over its rate: no traceback
+            await context.abort(exc.status, str(exc))
         except _PASS_THROUGH:
             raise
         except Exception:

@@ -8,21 +8,31 @@ peer), which API and when it arrived. ``enter`` builds it and asks the service's
 entry in front of every method of a generated gRPC service (unary and streaming alike), so a method added
 later cannot skip it; a refusal ends the call with PERMISSION_DENIED. With ``hand_context`` the method
 receives the context it entered with, ``method(request, context, ctx)``, so the API behind it can decide
-with it (per-resource ACLs). Must not import services.
+with it (per-resource ACLs).
+
+Before the principal is resolved (``_guarded`` and ``resolve_principal``, which the broker's pipeline and
+the quota service call), a call from a gRPC connection the process's ``GrpcConnectionGate``
+(``shared.security.connection_rate``, installed by ``set_connection_gate`` when ``connection_creation_rate``
+is limited) refuses ends RESOURCE_EXHAUSTED: a new connection from a host over its rate. Unlimited: one
+list lookup per call; limited: one dict lookup per call from an admitted connection. Must not import services.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from shared.quota.entities import ANONYMOUS
+
+if TYPE_CHECKING:
+    from shared.security.connection_rate import GrpcConnectionGate
 
 Handlers = dict[str, grpc.RpcMethodHandler]
 
@@ -61,7 +71,80 @@ def set_principal_resolver(resolver: PrincipalResolver) -> None:
 
 
 def resolve_principal(context: Any) -> tuple[str, str | None]:
+    """The call's ``(principal name, certificate DN)``; a call from a connection over the host's
+    ``connection_creation_rate`` raises ``ConnectionThrottled`` (RESOURCE_EXHAUSTED set on ``context``)."""
+    gate = _gate[0]
+    if gate is not None and context.peer() not in gate.admitted:  # the hot path: one dict lookup
+        refusal = connection_refusal(context)
+        if refusal is not None:
+            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            context.set_details(refusal)
+            raise ConnectionThrottled(refusal)
     return _resolver[0](context)
+
+
+class CallRefused(grpc.RpcError):
+    """A call ended before its method ran, quietly (no traceback): ``shared.grpc_guard`` aborts it with the
+    class's ``status``. As a ``grpc.RpcError`` it also passes the guard's generic handler untouched."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+class Unauthenticated(CallRefused):
+    """A call that carried a credential no longer (or never) valid, e.g. an unknown or expired session token:
+    ``shared.grpc_guard`` ends it UNAUTHENTICATED (the client authenticates again)."""
+
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
+# -- connection_creation_rate on the gRPC doors -------------------------------------------------------------
+
+_gate: list[GrpcConnectionGate | None] = [None]
+_clock: list[Callable[[], float]] = [time.monotonic]
+log = logging.getLogger(__name__)
+
+
+class ConnectionThrottled(CallRefused):
+    """A call from a new connection over its host's ``connection_creation_rate``: RESOURCE_EXHAUSTED."""
+
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def set_connection_gate(gate: GrpcConnectionGate | None, clock: Callable[[], float] = time.monotonic) -> None:
+    """Installed once per process (``shared.service.serve``) when ``connection_creation_rate`` is limited."""
+    _gate[0] = gate
+    _clock[0] = clock
+
+
+def _verified_certificate(context: Any) -> bool:
+    try:
+        auth = context.auth_context()
+    except Exception:
+        return False
+    return bool(auth and auth.get("x509_subject"))
+
+
+def connection_refusal(context: Any) -> str | None:
+    """None when the call's connection is admitted (the hot path: one dict lookup), else why it is not.
+    A connection with a verified client certificate (a service on the mutual-TLS port) is admitted
+    without counting."""
+    gate = _gate[0]
+    if gate is None:
+        return None
+    peer = context.peer() or ""
+    if peer in gate.admitted:
+        return None
+    now = _clock[0]()
+    wait = gate.admit(peer, now, trusted=_verified_certificate(context))
+    if wait <= 0.0:
+        return None
+    host = peer_host(peer)
+    limiter = gate.limiter
+    if limiter.should_log(host, now):
+        log.warning("refusing a new gRPC connection: the host is over connection_creation_rate",
+                    extra={"host": host, "connection_creation_rate": limiter.rate, "refused": limiter.refused})
+    return (f"connection_creation_rate: too many new connections from {host} (at most {limiter.describe()}); "
+            f"retry in {wait:.3f} s")
 
 
 def peer_host(peer: str) -> str:
@@ -111,11 +194,6 @@ class NotAuthorized(Exception):
     pass
 
 
-class Unauthenticated(grpc.RpcError):
-    """A call that carried a credential no longer (or never) valid, e.g. an unknown or expired session token:
-    ``shared.grpc_guard`` ends it UNAUTHENTICATED (the client authenticates again)."""
-
-
 def enter(api: str, client_id: str, peer: str, authorize: Authorize = allow_all,
           clock: Callable[[], float] = time.monotonic, principal: str = ANONYMOUS,
           cert_subject: str | None = None) -> RequestContext:
@@ -149,6 +227,12 @@ def authorized_handlers(authorize: Authorize = allow_all, skip: frozenset[str] =
 
 def _guarded(api: str, kind: str, behavior: Any, authorize: Authorize, hand_context: bool) -> Any:
     async def check(request: Any, context: Any) -> RequestContext:
+        gate = _gate[0]
+        if gate is not None and context.peer() not in gate.admitted:  # the hot path: one dict lookup
+            refusal = connection_refusal(context)
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+                raise ConnectionThrottled(refusal)  # abort raises; this is for a context that does not
         client_id = getattr(request, "client_id", "") if not kind.startswith("stream") else ""
         principal, cert_subject = _resolver[0](context)
         try:

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -25,9 +26,15 @@ from shared.grpc_guard import GuardedServer
 from shared.logs import setup_logging
 from shared.metadata.store import MetadataStore
 from shared.metrics import start_metrics_server
-from shared.request_context import set_principal_resolver
+from shared.request_context import set_connection_gate, set_principal_resolver
 from shared.runtime import tune_allocator
 from shared.security import audit, transport
+from shared.security.connection_rate import (
+    SECURE_DEFAULT_RATE,
+    ConnectionRateLimiter,
+    GrpcConnectionGate,
+    is_unlimited,
+)
 from shared.security.service_security import ServiceSecurity, tls_files
 from shared.settings import ServiceSettings, load_settings
 
@@ -50,6 +57,30 @@ def server_options(settings: Any) -> list[tuple[str, Any]]:
     """``GRPC_OPTIONS`` with the receive bound of ``settings`` if it has one."""
     bound = int(getattr(settings, "grpc_max_receive_message_bytes", 0) or GRPC_MAX_RECEIVE_MESSAGE_BYTES)
     return [(k, bound if k == "grpc.max_receive_message_length" else v) for k, v in GRPC_OPTIONS]
+
+
+def connection_creation_rate(settings: ServiceSettings) -> float:
+    """New connections per second per host on this service's client doors (Kafka's per-IP quota
+    ``connection_creation_rate``): the ``connection_creation_rate`` setting (``--connection-creation-rate``,
+    ``TIDELOG_CONNECTION_CREATION_RATE``), else unlimited on a plaintext cluster (Kafka's default) and ``SECURE_DEFAULT_RATE`` on a
+    secure one. 0 (or less) is unlimited."""
+    value = settings.connection_creation_rate
+    if value is None:
+        return SECURE_DEFAULT_RATE if settings.secure else 0.0
+    return float(value)
+
+
+def install_connection_gate(settings: Any) -> GrpcConnectionGate | None:
+    """The process's gRPC gate (``shared.request_context``) when ``connection_creation_rate`` is limited."""
+    rate = connection_creation_rate(settings)
+    if is_unlimited(rate):
+        set_connection_gate(None)
+        return None
+    idle_s = int(getattr(settings, "connections_max_idle_ms", 600_000)) / 1000
+    gate = GrpcConnectionGate(ConnectionRateLimiter(rate), idle_s=idle_s, now=time.monotonic())
+    set_connection_gate(gate, time.monotonic)
+    log.info("gRPC connection_creation_rate", extra={"connection_creation_rate": gate.limiter.describe()})
+    return gate
 
 
 class Service(Generic[S]):
@@ -147,6 +178,7 @@ async def serve(service: Service[Any]) -> None:
     if security.enabled:
         set_principal_resolver(security.certificate_principal)
         attach_grpc_auth(guarded, security)
+    install_connection_gate(settings)
     service.address, service.client_address = listen(server, service.role, settings, service.tls)
     await server.start()
     try:

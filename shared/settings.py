@@ -61,6 +61,10 @@ class ServiceSettings(BaseSettings):
     super_users: str = Field("", description="Kafka's super.users: principals separated by ';' "
                                              "(User:admin;User:CN=broker-1,OU=tidelog-service)")
     ssl_principal_mapping_rules: str = Field("DEFAULT", description="Kafka's ssl.principal.mapping.rules")
+    connection_creation_rate: float | None = Field(
+        None, ge=0, description="Kafka's per-IP quota connection_creation_rate: new connections per second per host "
+                                "on the client doors (gRPC client port, Kafka listener; burst: one second's worth); "
+                                "0: unlimited; default: unlimited when PLAINTEXT, 200 when SSL")
     allow_everyone_if_no_acl_found: bool | None = Field(
         None, description="Kafka's allow.everyone.if.no.acl.found (default: true when PLAINTEXT, false when SSL)")
 

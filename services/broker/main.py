@@ -35,7 +35,7 @@ from shared.proto import tidelog_pb2 as pb
 from shared.quota.decision import ProvisionalQuotas
 from shared.quota.entities import parse_configs
 from shared.security.access import DISABLED, Access
-from shared.service import Service, run
+from shared.service import Service, connection_creation_rate, run
 from shared.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class Broker(Service[BrokerSettings]):
             kafka_apis(self.api), max_request_bytes=s.socket_request_max_bytes, max_idle_ms=s.connections_max_idle_ms,
             max_connections_per_ip=s.max_connections_per_ip,
             max_connections_per_ip_overrides=parse_ip_overrides(s.max_connections_per_ip_overrides),
-            security=self.security)
+            connection_creation_rate=connection_creation_rate(s), security=self.security)
         try:
             bound = await self.kafka_listener.start(host, port)
         except OSError as exc:

@@ -311,6 +311,11 @@ class SaslServicer(spb_grpc.SaslServicer):
         self.auth = auth
 
     async def Authenticate(self, request: spb.SaslAuthenticateRequest, context: Any) -> spb.SaslAuthenticateResponse:
+        # not behind request_context's guard (it resolves no principal): a new connection over its host's
+        # connection_creation_rate is refused here, before any SCRAM work
+        refusal = request_context.connection_refusal(context)
+        if refusal is not None:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         return await self.auth.authenticate(request, peer_host(context.peer() or ""))
 
 

@@ -11,6 +11,12 @@ connection keep their order and responses go out in request order.
 - ``max.connections.per.ip`` (Kafka's default: unlimited) bounds the open connections from one host, with
   ``max.connections.per.ip.overrides`` (``host:count,...``) per host: a connection over it is closed as
   soon as it is accepted, with one WARNING line per host per 10 s, before anything is read.
+- ``connection_creation_rate`` (Kafka's per-IP quota, KIP-612; default unlimited, as Kafka) bounds how fast a
+  host opens connections (``shared.security.connection_rate``: a token bucket per host, burst one second's
+  worth). As Kafka's acceptor does with a connection over the quota, the connection is not counted, nothing
+  is read from it, and it is closed once its throttle time has passed (at most ``MAX_THROTTLE_S``; at most
+  ``MAX_THROTTLED_HELD`` are held at once, the rest closed at once), so a client that reconnects on close
+  does not spin; one WARNING line per host per 10 s, ``throttled_connections`` counts them.
 - A malformed frame, an unknown API key or an unsupported version of any API but ApiVersions closes the
   connection with one WARNING line. ApiVersions of an unknown version is answered in version 0 with
   ``UNSUPPORTED_VERSION`` and the versions served (KIP-511), as Kafka does.
@@ -56,6 +62,7 @@ from shared.kafka.messages import (
 )
 from shared.quota.entities import ANONYMOUS
 from shared.request_context import ON_BEHALF_OF, peer_host
+from shared.security.connection_rate import ConnectionRateLimiter
 from shared.security.principal_mapping import NoMatchingRuleError
 from shared.security.scram import SaslAuthenticationError
 
@@ -65,6 +72,10 @@ API_VERSIONS = 18
 #: Kafka's default max.connections.per.ip: unlimited.
 UNLIMITED = 2**31 - 1
 _REJECT_LOG_EVERY_S = 10.0
+#: a connection over connection_creation_rate is held (unread) at most this long before it is closed
+MAX_THROTTLE_S = 10.0
+#: and at most this many are held at once (more are closed at once)
+MAX_THROTTLED_HELD = 1_000
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:
@@ -86,9 +97,11 @@ class KafkaListener:
     def __init__(self, apis: KafkaApis, *, max_request_bytes: int = 100 * 1024 * 1024,
                  max_idle_ms: int = 600_000, max_connections_per_ip: int = UNLIMITED,
                  max_connections_per_ip_overrides: dict[str, int] | None = None,
+                 connection_creation_rate: float = 0.0,
                  security: Any = None, sasl_max_receive_bytes: int = sasl.SASL_SERVER_MAX_RECEIVE_SIZE) -> None:
         """``security``: the broker's ``service.security`` (``ServiceSecurity``; TLS and SASL when it is
-        enabled), or a ready ``sasl.ListenerSecurity``; None or disabled: plaintext."""
+        enabled), or a ready ``sasl.ListenerSecurity``; None or disabled: plaintext. ``connection_creation_rate``:
+        new connections per second per host (0: unlimited)."""
         self.apis = apis
         self.security: sasl.ListenerSecurity | None = (
             security if isinstance(security, sasl.ListenerSecurity) else sasl.ListenerSecurity.from_service(security))
@@ -103,6 +116,9 @@ class KafkaListener:
         self._per_host: dict[str, int] = {}
         self._rejected_logged: dict[str, float] = {}
         self.rejected_connections = 0
+        self.connection_rate = ConnectionRateLimiter(connection_creation_rate)
+        self.throttled_connections = 0
+        self._throttled: set[asyncio.StreamWriter] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
         self._connections: dict[asyncio.StreamWriter, Connection] = {}
@@ -121,7 +137,7 @@ class KafkaListener:
                 await self._sweeper
         if self.server is not None:
             self.server.close()
-        for writer in list(self._connections):
+        for writer in [*self._connections, *self._throttled]:
             writer.close()
         if self.server is not None:
             with contextlib.suppress(Exception):
@@ -157,6 +173,33 @@ class KafkaListener:
         self._per_host[host] = open_now + 1
         return True
 
+    def _over_rate(self, host: str) -> float:
+        """0.0 when ``connection_creation_rate`` admits a new connection from ``host`` (and counts it), else
+        how long to hold it before closing it (counted in ``throttled_connections``, logged once per 10 s)."""
+        now = time.monotonic()
+        wait = self.connection_rate.admit(host, now)
+        if wait <= 0.0:
+            return 0.0
+        self.throttled_connections += 1
+        if self.connection_rate.should_log(host, now):
+            log.warning("throttling Kafka connection: the host is over connection_creation_rate; closing it "
+                        "after its throttle time", extra={"host": host, "throttle_time_ms": int(wait * 1000),
+                                                          "connection_creation_rate": self.connection_rate.rate,
+                                                          "throttled_connections": self.throttled_connections})
+        return min(wait, MAX_THROTTLE_S)
+
+    async def _close_throttled(self, writer: asyncio.StreamWriter, wait: float) -> None:
+        """Kafka's delayed close of a throttled connection: nothing is read, it closes after ``wait``."""
+        if len(self._throttled) >= MAX_THROTTLED_HELD:
+            writer.close()
+            return
+        self._throttled.add(writer)
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            self._throttled.discard(writer)
+            writer.close()
+
     def _release(self, host: str) -> None:
         left = self._per_host.get(host, 0) - 1
         if left > 0:
@@ -171,6 +214,11 @@ class KafkaListener:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
+        if not self.connection_rate.unlimited:
+            wait = self._over_rate(host)
+            if wait > 0.0:
+                await self._close_throttled(writer, wait)
+                return
         if not self._admit(host):
             writer.close()
             return
