@@ -48,6 +48,7 @@ from typing import Any
 
 from services.broker.kafka import sasl
 from services.broker.kafka.apis import Connection, KafkaApis
+from services.broker.kafka.frames import FrameStream
 from services.broker.pipeline import NotAuthorized, RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import (
@@ -118,14 +119,16 @@ class KafkaListener:
         self.rejected_connections = 0
         self.connection_rate = ConnectionRateLimiter(connection_creation_rate)
         self.throttled_connections = 0
-        self._throttled: set[asyncio.StreamWriter] = set()
+        self._throttled: set[FrameStream] = set()
         self.server: asyncio.Server | None = None
         self.port = 0
-        self._connections: dict[asyncio.StreamWriter, Connection] = {}
+        self._connections: dict[FrameStream, Connection] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> int:
-        self.server = await asyncio.start_server(self._serve, host, port, limit=1 << 20, backlog=1024)
+        secure = self.secure
+        self.server = await asyncio.get_running_loop().create_server(
+            lambda: FrameStream(self._serve, paused=secure), host, port, backlog=1024)
         self.port = self.server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep_idle())
         return self.port
@@ -188,7 +191,7 @@ class KafkaListener:
                                                           "throttled_connections": self.throttled_connections})
         return min(wait, MAX_THROTTLE_S)
 
-    async def _close_throttled(self, writer: asyncio.StreamWriter, wait: float) -> None:
+    async def _close_throttled(self, writer: FrameStream, wait: float) -> None:
         """Kafka's delayed close of a throttled connection: nothing is read, it closes after ``wait``."""
         if len(self._throttled) >= MAX_THROTTLED_HELD:
             writer.close()
@@ -211,7 +214,8 @@ class KafkaListener:
     def secure(self) -> bool:
         return self.security is not None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, stream: FrameStream) -> None:
+        reader = writer = stream
         peername = writer.get_extra_info("peername")
         host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
         if not self.connection_rate.unlimited:
@@ -241,7 +245,7 @@ class KafkaListener:
             conn.close()
             writer.close()
 
-    async def _start_tls(self, writer: asyncio.StreamWriter, conn: Connection) -> bool:
+    async def _start_tls(self, writer: FrameStream, conn: Connection) -> bool:
         """The TLS handshake (a context made for the current certificate files), then who the peer is:
         a verified client certificate authenticates it; without one it must SASL-authenticate."""
         security = self.security
@@ -266,7 +270,7 @@ class KafkaListener:
         conn.cert_subject = subject
         return True
 
-    async def _loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: Connection) -> None:
+    async def _loop(self, reader: FrameStream, writer: FrameStream, conn: Connection) -> None:
         apis = self.apis
         pipeline = apis.pipeline
         while True:
@@ -297,7 +301,7 @@ class KafkaListener:
             chunks, throttle_ms = reply
             if chunks:
                 writer.write(b"".join(chunks))
-                if writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
+                if writer.write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
             if conn.close_after_reply:
                 if conn.sasl is not None and conn.sasl.state is sasl.SaslState.FAILED:
