@@ -182,7 +182,7 @@ async def serve(service: Service[Any]) -> None:
     service.address, service.client_address = listen(server, service.role, settings, service.tls)
     await server.start()
     try:
-        await service.store.connect()
+        await service.store.connect(settings.etcd_connection_timeout_ms / 1000)
         if security.enabled:
             await security.start()
         await service.start()

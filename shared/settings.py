@@ -43,6 +43,9 @@ class ServiceSettings(BaseSettings):
     etcd: str = Field("127.0.0.1:2379", description="etcd client endpoint host:port")
     cluster: str = Field("tidelog", pattern=r"^[A-Za-z0-9._-]{1,64}$", description="cluster name (etcd key prefix)")
     data_dir: str = Field("./data", description="directory for this instance's files")
+    etcd_connection_timeout_ms: int = Field(30_000, ge=100, le=600_000,
+                                            description="how long to keep trying to reach etcd at start before "
+                                                        "exiting (as Kafka's zookeeper.connection.timeout.ms)")
     session_timeout_ms: int = Field(6000, ge=1000, le=600_000, description="etcd lease TTL for registration")
     log_level: str = Field("INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$", description="log level")
     ready_file: str | None = Field(None, description="write {address, pid} here as JSON once serving")

@@ -149,6 +149,9 @@ def how_to_connect(info: dict[str, Any]) -> str:
     if not sec:
         return ("security: PLAINTEXT on 127.0.0.1 (no TLS, no authentication, no ACLs: anyone on this host can "
                 "do anything; `tidelog up --secure` for TLS, SCRAM and ACLs)")
+    brokers = [p for p in info.get("processes", []) if p.get("role") == "broker"]
+    scram_bootstrap = ",".join(str(p.get("client_address") or p.get("address")) for p in brokers)
+    cert_bootstrap = ",".join(str(p.get("address")) for p in brokers)
     return "\n".join([
         "security: SSL — TLS on every door, mutual TLS between services and to etcd, ACLs enforced "
         "(allow.everyone.if.no.acl.found=false)",
@@ -161,6 +164,10 @@ def how_to_connect(info: dict[str, Any]) -> str:
         "  tidelog CLI         uses the admin from cluster.json (or TIDELOG_SASL_USERNAME / TIDELOG_SASL_PASSWORD)",
         "  Python client       security_protocol='SASL_SSL', sasl_mechanism='SCRAM-SHA-512', "
         f"sasl_plain_username='{sec['admin_user']}', sasl_plain_password=<the file>, ssl_cafile='{sec['ca']}'",
+        f"      bootstrap_servers='{scram_bootstrap}' (the brokers' client TLS ports)",
+        "  with a certificate  security_protocol='SSL', ssl_certfile=..., ssl_keyfile=..., ssl_cafile=... and "
+        f"bootstrap_servers='{cert_bootstrap}'",
+        "      (the mutual-TLS ports: the certificate is the principal; on the client ports it is not asked for)",
         "  add users and ACLs  tidelog users create NAME --password P; tidelog acls add --allow-principal User:NAME ...",
     ])
 

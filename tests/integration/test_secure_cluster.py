@@ -205,3 +205,34 @@ def test_compose_secure_profile(tmp_path: Any) -> None:
             assert advertised in sans, (name, advertised, sans)
         assert f"User:{certs.subject_dn(cert)}" in env["TIDELOG_SUPER_USERS"].split(";"), name
     assert "secure" not in services["console"].get("profiles", [])  # no console in the secure stack
+
+
+def test_a_certificate_client_uses_the_printed_mutual_tls_bootstrap(secure: Cluster) -> None:
+    """``up --secure`` prints two gRPC bootstraps: a client with a certificate (security_protocol='SSL')
+    is its certificate's principal on the mutual-TLS ports (the admin's maps to User:admin, a super user);
+    the same client on the client TLS ports presents nothing (gRPC cannot ask for an optional certificate)
+    and is ANONYMOUS there, refused by the ACLs like any unauthenticated caller."""
+    from shared.cli.cluster_cmds import how_to_connect
+    from shared.client import Admin, Consumer, Producer, TopicPartition
+    from shared.errors import ErrorCode, TidelogError
+
+    text = how_to_connect(secure.info)
+    broker = secure.procs("broker")[0]
+    assert f"bootstrap_servers='{broker.address}'" in text  # the mutual-TLS port, for certificates
+    assert f"bootstrap_servers='{broker.info['client_address']}'" in text  # the client port, for SCRAM
+    s = security(secure)
+    cert = {"security_protocol": "SSL", "ssl_cafile": s["ca"], "ssl_certfile": s["admin_cert"],
+            "ssl_keyfile": s["admin_key"]}
+    with Admin(broker.address, **cert) as admin:
+        admin.create_topic("by-certificate", 1, 1)
+    with Producer(broker.address, **cert) as p:
+        md = p.send("by-certificate", b"signed").get(timeout=30)
+    with Consumer(broker.address, **cert) as c:
+        tp = TopicPartition("by-certificate", md.partition)
+        c.assign([tp])
+        c.seek(tp, md.offset)
+        assert [r.value for r in c.poll(timeout_ms=10_000)] == [b"signed"]
+    with pytest.raises(TidelogError) as refused:
+        with Producer(broker.info["client_address"], max_block_ms=5000, **cert) as p:
+            p.send("by-certificate", b"anonymous").get(timeout=30)
+    assert refused.value.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED

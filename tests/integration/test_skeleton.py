@@ -193,7 +193,8 @@ def test_bad_flags_and_environment_are_rejected_clearly() -> None:
 def test_unreachable_etcd_fails_with_a_message() -> None:
     from shared.cli.launcher import free_port
 
-    r = _run_service(["services.broker", "--etcd", f"127.0.0.1:{free_port()}"], {"TIDELOG_DATA_DIR": "/tmp/tidelog-nowhere"})
+    r = _run_service(["services.broker", "--etcd", f"127.0.0.1:{free_port()}", "--etcd-connection-timeout-ms", "1500"],
+                     {"TIDELOG_DATA_DIR": "/tmp/tidelog-nowhere"})
     assert r.returncode == 1 and "unreachable" in r.stderr
 
 
