@@ -18,7 +18,7 @@ from shared.security.acl import acl
 from shared.security.acl_store import SecurityKeys
 from shared.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, verify_password
 from shared.settings import parse_endpoint
-from tests.conftest import Cluster, start_cluster
+from tests.conftest import Cluster, kill_cluster, start_cluster
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, l
     c = start_cluster(data, brokers=1, controllers=1, coordinators=0, cleaners=0, quotas=0,
                       extra_env={"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"})
     yield c, ["--data-dir", data, "--rest", c.rest]
-    c.lc.stop()
+    kill_cluster(c)
 
 
 def run(args: list[str], where: list[str], input: str | None = None) -> Result:

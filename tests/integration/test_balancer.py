@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from services.controller.balancer import PartitionView, skew
 from shared.cli.main import cli
 from shared.client import Admin, Consumer, Producer, TopicPartition
-from tests.conftest import Cluster, start_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 
 ENV = {"TIDELOG_REPLICA_LAG_TIME_MAX_MS": "3000", "TIDELOG_BALANCER_ENABLE": "true",
        "TIDELOG_BALANCER_CHECK_INTERVAL_MS": "1000", "TIDELOG_BALANCER_MAX_CONCURRENT_MOVES": "6",
@@ -33,7 +33,7 @@ def cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        c.lc.stop()
+        kill_cluster(c)
 
 
 def run(c: Cluster, *args: str) -> Any:

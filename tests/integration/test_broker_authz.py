@@ -27,7 +27,7 @@ from shared.records.builder import encode_batch
 from shared.security.acl import acl
 from shared.security.acl_store import SecurityStore
 from shared.security.transport import TlsFiles, sync_channel
-from tests.conftest import Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -89,7 +89,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                      30, what="the topic's leader and both replicas in sync")
         yield c
     finally:
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def user(c: Cluster, name: str) -> ClientSecurity:

@@ -20,7 +20,7 @@ import pytest
 
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
-from tests.conftest import Cluster, start_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import (
     API_VERSIONS,
     KafkaWire,
@@ -42,7 +42,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                       cleaners=0, quotas=0, extra_env={"TIDELOG_CONNECTION_CREATION_RATE": str(RATE),
                                                        "TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"})
     yield c
-    c.lc.stop()
+    kill_cluster(c)
 
 
 def _metadata(channel: grpc.Channel) -> grpc.StatusCode:

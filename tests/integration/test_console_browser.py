@@ -25,7 +25,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from shared.client import Consumer, Producer
-from tests.conftest import REPO, Cluster, start_cluster, wait_for
+from tests.conftest import REPO, Cluster, kill_cluster, start_cluster, wait_for
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package, installed by scripts/setup.sh
 TOPIC = "console-orders"
@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(str(tmp_path_factory.mktemp("console")), controllers=1, brokers=1, coordinators=1, cleaners=0,
                       quotas=0, consoles=1, extra_env=ENV)
     yield c
-    c.lc.stop()
+    kill_cluster(c)
 
 
 @pytest.fixture(scope="module")

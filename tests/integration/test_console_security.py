@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import REPO, Cluster, kill_cluster, start_cluster, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                       coordinators=0, cleaners=0, quotas=0,
                       extra_env={"TIDELOG_CONSOLE_METRICS_INTERVAL_MS": "500"})
     yield c
-    stop_cluster(c)
+    kill_cluster(c)
 
 
 @pytest.fixture(scope="module")

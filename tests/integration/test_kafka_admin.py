@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from shared.errors import ErrorCode
-from tests.conftest import Cluster, start_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import KafkaWire
 
 
@@ -39,7 +39,7 @@ def unique(prefix: str = "adm") -> str:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = start_cluster(str(tmp_path_factory.mktemp("kafka-admin")), cleaners=0)
     yield c
-    c.lc.stop()
+    kill_cluster(c)
 
 
 @pytest.fixture(scope="module")

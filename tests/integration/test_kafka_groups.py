@@ -41,7 +41,7 @@ from confluent_kafka.admin import AdminClient
 
 from shared.cli.main import cli
 from shared.client import Admin
-from tests.conftest import REPO, Cluster, start_cluster, wait_for
+from tests.conftest import REPO, Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import grpc_bootstrap, kafka_bootstrap, log_records, wait_partitions_led
 
 GROUP_ENV = {
@@ -80,7 +80,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
         yield Kafka(c, bootstrap, AdminClient({"bootstrap.servers": bootstrap}), tidelog)
     finally:
         tidelog.close()
-        c.lc.stop()
+        kill_cluster(c)
 
 
 def unique(prefix: str) -> str:

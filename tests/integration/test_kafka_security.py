@@ -29,7 +29,7 @@ from shared.metadata.store import MetadataStore
 from shared.security.acl import acl
 from shared.security.acl_store import SecurityStore
 from shared.security.transport import TlsFiles
-from tests.conftest import Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import (
     KafkaWire,
     confluent_read,
@@ -99,7 +99,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
         wait_for(lambda: probe in alice.list_topics(timeout=10).topics, 10, what="alice's ACLs on the broker")
         yield s
     finally:
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def _topic(s: Secure, prefix: str = "sec-") -> str:

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from shared.client import Admin
-from tests.conftest import Cluster, start_cluster
+from tests.conftest import Cluster, kill_cluster, start_cluster
 from tests.integration.kafka_util import (
     API_VERSIONS,
     PRODUCE,
@@ -61,7 +61,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
         yield Kafka(c, kafka_bootstrap(c), tidelog)
     finally:
         tidelog.close()
-        c.lc.stop()
+        kill_cluster(c)
 
 
 def test_api_versions_lists_the_transaction_apis(kafka: Kafka) -> None:

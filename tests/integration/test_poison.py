@@ -33,7 +33,7 @@ from shared.records.builder import encode_batch
 from shared.records.compression import CompressionType
 from shared.records.decoder import decode_batch
 from shared.records.header import crc32c, iter_batches, pack_header
-from tests.conftest import start_cluster, wait_for
+from tests.conftest import kill_cluster, start_cluster, wait_for
 
 TS = 1_700_000_000_000
 #: What a refused batch may be answered with.
@@ -142,7 +142,7 @@ def one_broker(tmp_path_factory):
     admin = Admin(address)
     yield cluster, address, admin
     admin.close()
-    cluster.lc.stop()
+    kill_cluster(cluster)
 
 
 def test_fuzzed_batches_get_a_clean_error_or_read_back_and_recovery_finds_the_log_valid(one_broker) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from shared.client import Admin, Producer
 from shared.errors import ErrorCode, TidelogError
-from tests.conftest import Cluster, start_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.quota_load import BrokerUsage, ConsumeLoad, ProduceLoad
 
 MB = 1_048_576
@@ -42,7 +42,7 @@ def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clust
     admin = Admin(bootstrap)
     yield c, bootstrap, admin, BrokerUsage([p.address for p in c.procs("quota")])
     admin.close()
-    c.lc.stop()
+    kill_cluster(c)
 
 
 def test_byte_rate_and_request_quotas_are_held_on_the_broker(one_broker: Any) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from shared.cli.main import cli
 from shared.client import Admin, Consumer, Producer, TopicPartition
-from tests.conftest import Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.chaos import read_replica_logs
 
 ENV = {"TIDELOG_REPLICA_LAG_TIME_MAX_MS": "3000"}
@@ -43,7 +43,7 @@ def grown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, s
         yield c, bootstrap, admin
     finally:
         admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def run(c: Cluster, bootstrap: str, *args: str) -> Any:

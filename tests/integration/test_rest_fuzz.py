@@ -17,7 +17,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import TEST_ENV, Cluster, start_cluster, wait_for
+from tests.conftest import TEST_ENV, Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.etcd_probe import offsets_owner_count
 
 MAX_FUZZ_PARTITIONS = 20  # generated topics stay small: the broker really creates them
@@ -38,7 +38,7 @@ def rest_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     wait_for(lambda: httpx.get(f"{c.rest}/v1/groups/fuzz-probe", timeout=30).status_code == 404, 30,
              what="the coordinator answering DescribeGroups")
     yield c
-    c.lc.stop()
+    kill_cluster(c)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from shared.cli.launcher import cluster_status, grpc_healthy
 from shared.metadata.store import MetadataStore
 from shared.security.acl_store import SecurityStore
 from shared.security.transport import TlsFiles, client_facing, sync_channel
-from tests.conftest import Cluster, start_cluster, stop_cluster
+from tests.conftest import Cluster, kill_cluster, start_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +36,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                       extra_env={"TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
                                  "TIDELOG_OFFSETS_TOPIC_REPLICATION_FACTOR": "1"})
     yield c
-    stop_cluster(c)
+    kill_cluster(c)
 
 
 def security(c: Cluster) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from shared.proto import quota_pb2_grpc as qpb_grpc
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.records.builder import encode_batch
-from tests.conftest import Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import KafkaWire, Rec, build_batch, decode_response, encode_request, kafka_bootstrap
 
 FAST_STOP = {"TIDELOG_CONTROLLED_SHUTDOWN_ENABLE": "false"}
@@ -79,7 +79,7 @@ def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     try:
         yield c
     finally:
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def test_forged_follower_fetches_move_no_high_watermark_and_acks_all_sends_fail(three_brokers: Cluster) -> None:
@@ -141,7 +141,7 @@ def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        c.lc.stop()
+        kill_cluster(c)
 
 
 def test_forged_usage_reports_cannot_throttle_a_client_beyond_the_quota_window(one_broker: Cluster) -> None:

@@ -37,7 +37,7 @@ from shared.client import Consumer, Producer
 from shared.proto import cleaner_pb2, coordinator_pb2, quota_pb2, security_pb2, tidelog_pb2, transactions_pb2
 from shared.security.scram import ScramClient, mechanism
 from shared.security.transport import TlsFiles, sync_channel
-from tests.conftest import REPO, Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import REPO, Cluster, kill_cluster, start_cluster, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -330,7 +330,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             consumer.commit()
         yield c
     finally:
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def pki(c: Cluster, name: str) -> TlsFiles:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from shared.client import Admin, Consumer, Producer, TopicPartition, partition_for_key
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import kill_cluster, start_cluster
 
 TOPIC = "sb-plain"
 TXN_TOPIC = "sb-txn"
@@ -29,7 +29,7 @@ def sbenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expect: int, isolation: str = "read_uncommitted",

@@ -19,7 +19,7 @@ import pytest
 
 from pipelines.spark import connection_from
 from shared.client import Producer
-from tests.conftest import Cluster, start_cluster, stop_cluster
+from tests.conftest import Cluster, kill_cluster, start_cluster
 from tests.integration.test_spark import spark  # noqa: F401  (the shared Spark session)
 
 pytestmark = pytest.mark.timeout(180)
@@ -65,7 +65,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, 
                 f.get(30)
         yield c, values
     finally:
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def brokers(c: Cluster) -> str:

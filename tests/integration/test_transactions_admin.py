@@ -23,7 +23,7 @@ from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.proto import transactions_pb2 as tpb
 from shared.proto import transactions_pb2_grpc as tpb_grpc
 from shared.records.builder import encode_batch
-from tests.conftest import Cluster, start_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.kafka_util import KafkaWire
 
 HUNG, REAL, TXN_ID = "hung", "txn-real", "tx-admin"
@@ -46,7 +46,7 @@ def cluster_(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster
         yield c, admin
     finally:
         admin.close()
-        c.lc.stop()
+        kill_cluster(c)
 
 
 def leader(c: Cluster, admin: Admin, topic: str) -> pb_grpc.BrokerStub:

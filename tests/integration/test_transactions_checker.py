@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from shared.client import Consumer, Producer, TopicPartition
-from tests.conftest import REPO, Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import REPO, Cluster, kill_cluster, start_cluster, wait_for
 from tests.integration.test_transactions_coordinator import TxnClient
 
 TOPICS = ("chk-a", "chk-b")
@@ -50,7 +50,7 @@ def chk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Txn
         yield c, txc
     finally:
         txc.admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 class Worker:

@@ -19,7 +19,7 @@ from shared.client import (
     Producer,
     TopicPartition,
 )
-from tests.conftest import start_cluster, stop_cluster, wait_for
+from tests.conftest import kill_cluster, start_cluster, wait_for
 
 OUT = "txc-out"
 
@@ -35,7 +35,7 @@ def txenv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Admin
         yield bootstrap, admin
     finally:
         admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed",

@@ -27,7 +27,7 @@ from shared.proto import transactions_pb2_grpc as tpb_grpc
 from shared.records.builder import encode_batch
 from shared.records.decoder import control_record_type, decode_records, records_section
 from shared.records.header import iter_batches
-from tests.conftest import Cluster, start_cluster, stop_cluster, wait_for
+from tests.conftest import Cluster, kill_cluster, start_cluster, wait_for
 
 E = ErrorCode
 TOPIC = "txn-out"
@@ -48,7 +48,7 @@ def txc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnClient]:
         yield client
     finally:
         client.admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 class TxnClient:

@@ -21,7 +21,7 @@ from shared.errors import ErrorCode
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import transactions_pb2 as tpb
 from shared.records.builder import encode_batch
-from tests.conftest import start_cluster, stop_cluster, wait_for
+from tests.conftest import kill_cluster, start_cluster, wait_for
 from tests.integration.test_transactions_checker import Worker
 from tests.integration.test_transactions_coordinator import CONTROL_ABORT, CONTROL_COMMIT, RETRIABLE, TxnClient
 
@@ -40,7 +40,7 @@ def txf(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxnClient]:
         yield txc
     finally:
         txc.admin.close()
-        stop_cluster(c)
+        kill_cluster(c)
 
 
 def test_a_producer_stopped_past_its_timeout_is_aborted_and_refused(txf: TxnClient) -> None:
