@@ -176,16 +176,7 @@ def test_without_a_gate_nothing_is_checked() -> None:
 def test_every_guarded_method_refuses_with_resource_exhausted(gate: GrpcConnectionGate) -> None:
     from shared.grpc_codecs import RewrittenHandlers
     from shared.proto import tidelog_pb2_grpc as pb_grpc
-
-    class Recorder:
-        def __init__(self) -> None:
-            self.handlers: dict[str, Any] = {}
-
-        def add_generic_rpc_handlers(self, handlers: Any) -> None:
-            pass
-
-        def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-            self.handlers.update(handlers)
+    from tests.unit.handler_recorder import HandlerRecorder
 
     class Servicer:
         def __getattr__(self, name: str) -> Any:
@@ -193,7 +184,7 @@ def test_every_guarded_method_refuses_with_resource_exhausted(gate: GrpcConnecti
                 return name
             return method
 
-    recorder = Recorder()
+    recorder = HandlerRecorder()
     pb_grpc.add_ControllerServicer_to_server(
         Servicer(), RewrittenHandlers(recorder, request_context.authorized_handlers()))
     gate.admit("ipv4:127.0.0.1:1", time.monotonic())

@@ -36,6 +36,7 @@ from shared.security.auth_failures import AuthFailureTracker
 from shared.security.authorizer import Authorizer
 from shared.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, ScramMechanism, create_credential
 from tests.unit.controller.test_controller_api import ROUTES, Calls, _refuse
+from tests.unit.handler_recorder import HandlerRecorder
 
 PASSWORDS = {"admin": "admin-pw", "alice": "alice-pw", "nobody": "nobody-pw"}
 BROKERS = {1: {"id": 1, "address": "10.0.0.1:9000", "client_address": "10.0.0.1:9100", "incarnation": "1700-a"}}
@@ -195,17 +196,6 @@ class _Context:
         raise AssertionError(f"aborted: {details}")
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        self.handlers.update(handlers)
-
-
 GRPC_CALLS = {
     "AlterPartition": pb.AlterPartitionRequest(broker_id=1, incarnation="1700-a", topic="t", partition=0,
                                                new_isr=[1]),
@@ -222,7 +212,7 @@ def _grpc(method: str, principal: str, subject: str | None = None) -> Any:
     c.security = SimpleNamespace(enabled=True, tls=None, store=None, authorizer=Authorizer(
         [acl(f"User:{BROKER_1}", "CLUSTER_ACTION", "CLUSTER", "kafka-cluster"),
          acl(f"User:{BROKER_2}", "CLUSTER_ACTION", "CLUSTER", "kafka-cluster")], super_users="User:admin"))
-    server = _Recorder()
+    server = HandlerRecorder()
     add_controller_service(ControllerServicer(c), server)
     assert set(server.handlers) == set(GRPC_CALLS), "a Controller method without an authorization case"
     request_context.set_principal_resolver(lambda context: (principal, subject))
