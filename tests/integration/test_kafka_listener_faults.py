@@ -78,7 +78,16 @@ class Broker:
         topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.admin.create_topic(topic, partitions=partitions)
         wait_partitions_led(self.kafka, topic, partitions)
+        # Metadata can name the leader a moment before the broker has taken the partition on; an acks=0
+        # produce in that moment fails, and Kafka's rule closes the connection. ListOffsets needs the leader.
+        wait_for(lambda: self.leads(topic, partitions), 10, what=f"{topic} led by the broker itself")
         return topic
+
+    def leads(self, topic: str, partitions: int) -> bool:
+        with KafkaWire(self.kafka) as w:
+            resp = w.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1} for p in range(partitions)]}]})
+        return all(p.error_code == 0 for t in resp.topics for p in t.partitions)
 
 
 def one_broker(tmp: str, env: dict[str, str]) -> Iterator[Broker]:
