@@ -84,6 +84,7 @@ TEST_ENV = {"TIDELOG_OFFSETS_TOPIC_NUM_PARTITIONS": "6",
 
 def start_cluster(tmp: str, **kw: Any) -> Cluster:
     kw["extra_env"] = {**TEST_ENV, **kw.get("extra_env", {})}
+    kw.setdefault("fork_server", True)  # services forked from one preloaded process: ~1 s of CPU saved per start
     spec = ClusterSpec(data_dir=tmp, session_timeout_ms=kw.pop("session_timeout_ms", TEST_SESSION_TIMEOUT_MS), **kw)
     lc = LocalCluster(spec, detach=False)
     info = lc.start(timeout=90)
