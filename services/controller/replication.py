@@ -30,7 +30,7 @@ from services.controller.reassignment import Request, Step, advance_all, alter_r
 from shared.config import effective_configs
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.keys import Keys
-from shared.metadata.store import MetadataStore
+from shared.metadata.store import MetadataStore, Snapshot
 from shared.metadata.txn_limits import chunked
 from shared.metadata.types import PartitionState, ReassignmentRecord, TopicRecord
 from shared.netprobe import tcp_probe_async
@@ -59,6 +59,7 @@ class PartitionController:
         self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
         self.observer: Any = None  # services.controller.metrics.ControllerObserver when metrics are on
         self.reassigning: set[TopicPartition] = set()  # partitions under reassignment, as last read
+        self._brokers_seen: Snapshot | None = None  # the registered brokers, as the watch last read them
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -90,10 +91,12 @@ class PartitionController:
             await asyncio.sleep(interval_s)
             if not self.election.active:
                 continue
-            try:
-                brokers = await self.store.get_prefix(self.keys.brokers_prefix())
-            except Exception:
-                continue
+            brokers = self._brokers_seen  # kept by run()'s watch: no etcd read 4 times a second
+            if brokers is None:
+                try:
+                    brokers = await self.store.get_prefix(self.keys.brokers_prefix())
+                except Exception:
+                    continue
             changed = False
             seen = set()
             for v, _, _ in brokers.values():
@@ -174,9 +177,13 @@ class PartitionController:
                 log.warning("partition offline: no live ISR member to elect", extra={
                     "tp": str(tp), "isr": str(st.isr), "live": str(sorted(live))})
 
+    def _on_brokers(self, snapshot: Snapshot) -> None:
+        self._brokers_seen = snapshot
+        self.poke()
+
     async def run(self) -> None:
         """While active: reconcile on every broker change (poke) and every interval; rebalance leaders."""
-        self.store.watch_prefix(self.keys.brokers_prefix(), lambda _snap: self.poke(), "controller-brokers")
+        self.store.watch_prefix(self.keys.brokers_prefix(), self._on_brokers, "controller-brokers")
         self.store.spawn(self.probe_brokers(), "broker probes")
         last_rebalance = asyncio.get_running_loop().time()
         while True:
