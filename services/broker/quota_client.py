@@ -23,6 +23,8 @@ from shared.security.transport import aio_channel
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 0.5
+#: How often an idle broker (no usage, no quota entry, no decision held) reports anyway.
+IDLE_REPORT_S = 1.0
 
 
 class QuotaReporter:
@@ -62,14 +64,21 @@ class QuotaReporter:
             await asyncio.sleep(RECONNECT_S)
 
     async def _reports(self) -> AsyncIterator[qpb.UsageReport]:
+        """A report every interval; while there is nothing to say (no usage, no quota entry, no decision
+        held) only every ``IDLE_REPORT_S``: an idle broker costs the quota service next to nothing, and the
+        stream still shows it alive."""
         loop = asyncio.get_running_loop()
-        due = loop.time()
+        due, last_sent = loop.time(), float("-inf")  # the first report goes at once: the stream is up
         while True:
             due = max(due + self.interval_s, loop.time())  # a steady cadence, not interval + send time
             await asyncio.sleep(due - loop.time())
+            usage = self.accounting.drain()
+            if not usage and not self.accounting.has_decisions and loop.time() - last_sent < IDLE_REPORT_S:
+                continue
+            last_sent = loop.time()
             self._sequence += 1
             report = qpb.UsageReport(broker_id=self.broker_id, sequence=self._sequence)
-            for (qtype, user, client_id), amount in self.accounting.drain().items():
+            for (qtype, user, client_id), amount in usage.items():
                 report.usage.add(quota_type=qtype, user=user, client_id=client_id, amount=amount)
             yield report
 

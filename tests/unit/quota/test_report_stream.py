@@ -64,3 +64,38 @@ def test_usage_goes_out_decisions_come_back_and_a_standby_is_left_failing_open(c
         asyncio.run(scenario())
     assert [r.getMessage() for r in caplog.records].count(
         "quota service unreachable: serving without its decisions once they expire (fail open); reconnecting") == 1
+
+
+def test_an_idle_broker_reports_once_a_second_and_usage_goes_out_at_the_interval(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("services.broker.quota_client.IDLE_REPORT_S", 0.3)
+
+    async def scenario() -> None:
+        instance = _Instance()
+        instance.decider.set_configs({})  # no quota entry anywhere: nothing can be throttled
+        server = grpc.aio.server()
+        qpb_grpc.add_QuotaServiceServicer_to_server(QuotaServicer(instance), server)  # type: ignore[arg-type]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        accounting = QuotaAccounting(report_interval_s=0.02, expiry_s=0.2)
+
+        async def find_active() -> str | None:
+            return f"127.0.0.1:{port}"
+
+        reporter = QuotaReporter(find_active, accounting, broker_id=7, interval_s=0.02)
+        task = asyncio.ensure_future(reporter.run())
+        try:
+            await _until(lambda: reporter.connected)  # the first report goes at once
+            first = reporter._sequence
+            await asyncio.sleep(1.0)  # 50 intervals, idle: about 3 reports
+            idle = reporter._sequence - first
+            assert 2 <= idle <= 4, idle
+            for _ in range(10):  # usage: a report at every interval again
+                accounting.record(QuotaType.PRODUCE, ANONYMOUS, "app", 10.0)
+                await asyncio.sleep(0.02)
+            assert reporter._sequence - first - idle >= 5
+        finally:
+            task.cancel()
+            await server.stop(None)
+
+    asyncio.run(scenario())
