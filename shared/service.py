@@ -250,7 +250,8 @@ def run(service_cls: type[Service[S]], settings_cls: type[S], argv: list[str] | 
     setup_logging(service_cls.role, settings.id, settings.log_level)
     tune_allocator()
     os.makedirs(settings.data_dir, exist_ok=True)
-    audit.configure(audit.default_path(settings.data_dir))  # authentication failures, denials, admin changes
+    audit.configure(audit.default_path(settings.data_dir),  # authentication failures, denials, admin changes
+                    max_bytes=settings.audit_log_max_bytes, backups=settings.audit_log_backups)
 
     async def main() -> None:
         await serve(service_cls(settings))

@@ -68,6 +68,10 @@ class ServiceSettings(BaseSettings):
         None, ge=0, description="Kafka's per-IP quota connection_creation_rate: new connections per second per host "
                                 "on the client doors (gRPC client port, Kafka listener; burst: one second's worth); "
                                 "0: unlimited; default: unlimited when PLAINTEXT, 200 when SSL")
+    audit_log_max_bytes: int = Field(100 * 1024 * 1024, ge=0,
+                                     description="size at which <data-dir>/audit.log is rotated (0: never)")
+    audit_log_backups: int = Field(5, ge=0, le=1000, description="rotated audit logs kept (audit.log.1 ... .N); "
+                                                                 "0: no rotation")
     allow_everyone_if_no_acl_found: bool | None = Field(
         None, description="Kafka's allow.everyone.if.no.acl.found (default: true when PLAINTEXT, false when SSL)")
 

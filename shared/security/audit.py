@@ -15,7 +15,10 @@ fills and further events are dropped and counted (``tidelog_audit_events_dropped
 
 Where lines go is set once per process by ``configure(path)`` (the service start-up passes
 ``default_path(data_dir)``, ``<data_dir>/audit.log``, created 0600). Without ``configure`` (tools, tests),
-events go to the ``tidelog.audit`` logger only. Must not import ``services`` or ``pipelines``.
+events go to the ``tidelog.audit`` logger only. The file is rotated by size (the stdlib's
+``RotatingFileHandler``: ``audit.log.1`` is the newest old file, ``audit.log.N`` the oldest kept), so a
+flood of refused attempts cannot fill the disk: ``audit_log_max_bytes`` (100 MiB; 0 never rotates) and
+``audit_log_backups`` (5) in every service's settings. Must not import ``services`` or ``pipelines``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import logging.handlers
 import os
 import queue
 import threading
@@ -44,6 +48,9 @@ FILE_NAME: Final = "audit.log"
 QUEUE_MAX: Final = 10_000
 #: Longest text kept per field (a client-supplied resource name or detail cannot make a line huge).
 FIELD_MAX: Final = 1024
+#: Rotation defaults: the file's size that starts a new one, and how many old files are kept.
+MAX_BYTES: Final = 100 * 1024 * 1024
+BACKUPS: Final = 5
 
 EVENTS = Counter("tidelog_audit_events", "Audit events by kind (authentication_failure, authorization_denied, "
                  "admin_change) and door (grpc, kafka, rest)", ["kind", "door"])
@@ -72,23 +79,32 @@ def format_line(record: dict[str, Any]) -> str:
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
-class AuditLog:
-    """A bounded queue of lines and the thread that writes them (to a file, or to the logger)."""
+class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """``RotatingFileHandler`` whose files are created 0600 (they name principals and hosts)."""
 
-    def __init__(self, path: str | None = None, *, maxsize: int = QUEUE_MAX,
-                 clock: Callable[[], float] = time.time) -> None:
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return os.fdopen(fd, "a", encoding="utf-8")
+
+
+class AuditLog:
+    """A bounded queue of lines and the thread that writes them (to a size-rotated file, or to the logger)."""
+
+    def __init__(self, path: str | None = None, *, maxsize: int = QUEUE_MAX, max_bytes: int = MAX_BYTES,
+                 backups: int = BACKUPS, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.clock = clock
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize)
-        self._file: Any = None
+        self._file: _PrivateRotatingFile | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.dropped = 0
         self._dropped_reported = 0
         if path is not None:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._file = os.fdopen(fd, "a", encoding="utf-8")
+            # No rotation without a backup to rotate to (the handler's own rule): 0 backups keeps one file.
+            self._file = _PrivateRotatingFile(path, maxBytes=max_bytes if backups else 0, backupCount=backups)
+            self._file.setFormatter(logging.Formatter("%(message)s"))
 
     def submit(self, record: dict[str, Any]) -> bool:
         """Queue one event (formatted into its line by the writer thread, off the caller's time);
@@ -133,7 +149,10 @@ class AuditLog:
 
     def _write(self, line: str) -> None:
         if self._file is not None:
-            self._file.write(line + "\n")
+            record = logging.LogRecord("tidelog.audit", logging.INFO, "", 0, line, None, None)
+            if self._file.shouldRollover(record):
+                self._file.doRollover()
+            self._file.stream.write(line + "\n")  # emit() would flush per line: _flush does it per batch
         else:
             log.info(line)
 
@@ -176,10 +195,11 @@ def _close_at_exit() -> None:
     _current[0].close(timeout=2.0)
 
 
-def configure(path: str | None) -> AuditLog:
-    """Send this process's audit events to ``path`` (None: to the ``tidelog.audit`` logger only).
-    Called once at service start-up with ``default_path(settings.data_dir)``."""
-    old, _current[0] = _current[0], AuditLog(path)
+def configure(path: str | None, *, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> AuditLog:
+    """Send this process's audit events to ``path`` (None: to the ``tidelog.audit`` logger only), a new
+    file begun when one reaches ``max_bytes`` and ``backups`` old ones kept. Called once at service start-up
+    with ``default_path(settings.data_dir)`` and the service's settings."""
+    old, _current[0] = _current[0], AuditLog(path, max_bytes=max_bytes, backups=backups)
     old.close()
     return _current[0]
 

@@ -131,3 +131,29 @@ def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path) -> No
     assert log.flush()
     log.close()
     assert [e["n"] for e in _lines(path)] == [0, 1, 2]
+
+
+def test_the_file_is_rotated_by_size_and_old_files_beyond_the_backups_are_removed(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    log = audit.configure(str(path), max_bytes=2000, backups=2)
+    for i in range(60):  # ~190 bytes a line: about 10 lines a file, so several rotations
+        audit.event("authentication_failure", principal=f"User:u{i}", host="10.0.0.9", door="kafka",
+                    operation="SaslAuthenticate", detail="SASL_AUTHENTICATION_FAILED")
+    assert log.flush()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["audit.log", "audit.log.1", "audit.log.2"]
+    for name in files:
+        assert os.path.getsize(tmp_path / name) <= 2000
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600
+    # newest last in audit.log, the lines before it in .1 then .2, each line whole; the oldest are gone
+    kept = [e["principal"] for name in ("audit.log.2", "audit.log.1", "audit.log") for e in _lines(tmp_path / name)]
+    assert kept == [f"User:u{i}" for i in range(60 - len(kept), 60)] and len(kept) < 60
+
+
+def test_no_backups_means_one_file_that_is_never_rotated(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    log = audit.configure(str(path), max_bytes=500, backups=0)
+    for i in range(10):
+        audit.event("admin_change", principal="User:admin", host="h", door="rest", operation=f"op{i}", allowed=True)
+    assert log.flush()
+    assert [p.name for p in tmp_path.iterdir()] == ["audit.log"] and len(_lines(path)) == 10
