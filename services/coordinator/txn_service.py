@@ -61,8 +61,10 @@ PRODUCER_ID_BLOCK = 1000
 MARKER_RETRY_S = 0.05
 MARKER_RETRY_MAX_S = 1.0
 MARKER_TIMEOUT_S = 35.0  # the broker waits up to 30 s for the ISR
-#: marker answers after which a partition needs no marker from us: written; the partition is gone
-#: (Kafka drops deleted partitions); a newer producer epoch already ended the transaction there
+#: marker answers after which a partition needs no marker from us: written; the partition is gone (etcd
+#: has no such partition: Kafka drops deleted partitions too); a newer producer epoch already ended the
+#: transaction there. A *broker's* UNKNOWN_TOPIC_OR_PARTITION is not "gone": ``MarkerSender`` turns it into
+#: NOT_LEADER_OR_FOLLOWER, so the leader is looked up again and the marker retried, as Kafka retries it.
 MARKER_DONE = frozenset({E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.INVALID_PRODUCER_EPOCH})
 #: answers that mean the partition's leader moved: look it up again
 LEADER_MOVED = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.LEADER_NOT_AVAILABLE, E.FENCED_LEADER_EPOCH,
@@ -281,12 +283,22 @@ class MarkerSender:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition)
                     if tp in out:
-                        out[tp] = _code(p.error_code)
+                        out[tp] = not_hosted_is_moved(_code(p.error_code))
         return out
 
     async def close(self) -> None:
         for ch in self._channels.values():
             await ch.close()
+
+
+def not_hosted_is_moved(code: ErrorCode) -> ErrorCode:
+    """A broker's answer for one partition's marker, as ``finish`` should act on it. UNKNOWN_TOPIC_OR_PARTITION
+    from a broker means it does not host the partition now (restarted and not yet given it, or no longer its
+    leader), not that the partition is gone: dropping the marker then would leave the transaction's records
+    open there, and the producer's next commit marker would commit an aborted transaction's records (seen
+    under a leader kill). So it is retried against the leader etcd names; the partition counts as gone
+    only when etcd has no record of it (``MarkerSender.send``)."""
+    return E.NOT_LEADER_OR_FOLLOWER if code == E.UNKNOWN_TOPIC_OR_PARTITION else code
 
 
 def _code(value: int) -> ErrorCode:
