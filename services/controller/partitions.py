@@ -105,6 +105,24 @@ def check_broker_epoch(registration: Mapping[str, object] | None, broker: int, i
         )
 
 
+def eligible_brokers(registrations: Iterable[Mapping[str, object]], shutting_down: Mapping[int, str],
+                     refused: set[int]) -> set[int]:
+    """The brokers that may lead a partition or join an ISR: registered, their port not refusing connections,
+    and not in a controlled shutdown. ``shutting_down`` maps a broker to the incarnation that asked for its
+    controlled shutdown; a registration with another incarnation is a restart, eligible again. As Kafka
+    (KIP-841): between its controlled shutdown and its exit a broker still fetches, so its leader would add
+    it back to the ISR, and a preferred-leader election would then make it the leader of partitions it is
+    about to stop serving (seen in CI: acknowledged-looking sends answered NOT_LEADER, the producer's
+    sequence broken)."""
+    out = set()
+    for reg in registrations:
+        broker = int(str(reg["id"]))
+        asked = shutting_down.get(broker)
+        if asked is None or asked != str(reg.get("incarnation", "")):
+            out.add(broker)
+    return out - refused
+
+
 AlterItem = tuple[TopicPartition, int, int, list[int]]  # partition, leader epoch, partition epoch, new ISR
 #: Partitions one AlterPartition request may name (a broker sends at most ``isr_batches.MAX_BATCH``).
 MAX_ALTER_PARTITION_ITEMS = 10_000

@@ -22,6 +22,7 @@ from services.controller.partitions import (
     alter_partition,
     alter_partitions,
     check_broker_epoch,
+    eligible_brokers,
     on_brokers_changed,
     on_controlled_shutdown,
     preferred_elections,
@@ -55,6 +56,8 @@ class PartitionController:
         self.lock = asyncio.Lock()
         self._poke = asyncio.Event()
         self.refused: set[int] = set()  # registered brokers whose port refuses connections: crashed
+        self.shutting_down: dict[int, str] = {}  # broker -> the incarnation that asked for a controlled shutdown
+        self._eligible: set[int] = set()  # as live_brokers last found them (see leader_eligible)
         self._refusals: dict[int, int] = {}
         self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
         self.observer: Any = None  # services.controller.metrics.ControllerObserver when metrics are on
@@ -79,7 +82,20 @@ class PartitionController:
     async def live_brokers(self) -> set[int]:
         """Registered brokers, minus those whose port refuses connections (crashed, lease not yet expired)."""
         brokers = await self.store.get_prefix(self.keys.brokers_prefix())
-        return {int(v["id"]) for v, _, _ in brokers.values()} - self.refused
+        registrations = [v for v, _, _ in brokers.values()]
+        registered = {int(v["id"]): str(v.get("incarnation", "")) for v in registrations}
+        for broker, incarnation in list(self.shutting_down.items()):  # restarted or gone: forget it
+            if registered.get(broker) != incarnation:
+                del self.shutting_down[broker]
+        self._eligible = eligible_brokers(registrations, self.shutting_down, self.refused)
+        return set(registered) - self.refused
+
+    async def leader_eligible(self) -> set[int]:
+        """The live brokers that may become a leader or join an ISR: not in a controlled shutdown. The
+        reconcile still counts a shutting-down broker as live (it keeps leading what it could not hand over
+        until it exits); preferred elections and ISR expansions use this."""
+        await self.live_brokers()
+        return self._eligible
 
     async def probe_brokers(self, interval_s: float = 0.25) -> None:
         """Treat a registered broker whose port refuses connections twice in a row as gone.
@@ -223,7 +239,7 @@ class PartitionController:
             # A crashed broker stays registered until its lease expires; the leader may still hold its
             # last fetch position and propose it back. Refused ports make it ineligible at once.
             new = alter_partition(st, replicas, broker, leader_epoch, partition_epoch, new_isr,
-                                  await self.live_brokers())
+                                  await self.leader_eligible())
             await self._apply({tp: new}, {tp: rev}, f"AlterPartition from broker {broker}")
             if tp in self.reassigning:
                 self.poke()  # the ISR may now hold every target replica: complete the reassignment
@@ -237,7 +253,7 @@ class PartitionController:
             await self.check_broker_epoch(broker, incarnation)
             topics, states = await self._read_states({tp for tp, _, _, _ in items})
             results = alter_partitions(topics, {tp: s for tp, (s, _) in states.items()}, broker, items,
-                                       await self.live_brokers())
+                                       await self.leader_eligible())
             changes = {tp: r for (tp, _, _, _), r in zip(items, results) if isinstance(r, PartitionState)}
             not_written = await self._apply(changes, {tp: states[tp][1] for tp in changes},
                                             f"AlterPartition from broker {broker}", tolerate_conflicts=True)
@@ -269,6 +285,9 @@ class PartitionController:
     async def controlled_shutdown(self, broker: int, incarnation: str) -> int:
         async with self.lock:
             await self.check_broker_epoch(broker, incarnation)
+            # From now until it restarts: no leadership, no ISR membership (eligible_brokers). Kept in
+            # memory: a controller that takes over meanwhile does not know it (Kafka keeps it in its log).
+            self.shutting_down[broker] = incarnation
             topics, states, live = await self.load()
             changes, stuck = on_controlled_shutdown(topics, {tp: s for tp, (s, _) in states.items()}, broker,
                                                     live - {broker})
@@ -277,8 +296,8 @@ class PartitionController:
 
     async def elect_preferred(self, only: Iterable[TopicPartition] | None) -> dict[TopicPartition, PartitionState]:
         async with self.lock:
-            topics, states, live = await self.load()
-            changes = preferred_elections(topics, {tp: s for tp, (s, _) in states.items()}, live, only)
+            topics, states, _live = await self.load()
+            changes = preferred_elections(topics, {tp: s for tp, (s, _) in states.items()}, self._eligible, only)
             await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "preferred leader election")
             return changes
 
