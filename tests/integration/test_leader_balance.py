@@ -42,13 +42,19 @@ def balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster
     kill_cluster(c)
 
 
+def _balanced_topic(admin: Admin, topic: str, partitions: int) -> tuple[int, list[int]]:
+    """A new RF 3 topic once every partition has its preferred leader and a full ISR: partition 0's
+    preferred leader, and the partitions that prefer it."""
+    admin.create_topic(topic, partitions=partitions, replication_factor=3)
+    wait_for(lambda: all_preferred(admin, topic), 30, what="preferred leaders and full ISR")
+    victim = leaders(admin, topic)[0][1]
+    return victim, [p for p, (_, pref, _) in leaders(admin, topic).items() if pref == victim]
+
+
 def test_preferred_leaders_come_back_after_a_broker_restarts(balanced: tuple[Cluster, Admin]) -> None:
     c, admin = balanced
     topic = "balanced"
-    admin.create_topic(topic, partitions=6, replication_factor=3)
-    wait_for(lambda: all_preferred(admin, topic), 30, what="preferred leaders and full ISR")
-    victim = leaders(admin, topic)[0][1]
-    preferring = [p for p, (_, pref, _) in leaders(admin, topic).items() if pref == victim]
+    victim, preferring = _balanced_topic(admin, topic, 6)
     proc = c.proc("broker", victim)
     os.kill(proc.pid, signal.SIGKILL)
     proc.popen.wait(10)
@@ -65,10 +71,7 @@ def test_a_broker_in_controlled_shutdown_is_not_made_leader_or_isr_member_again(
     in CI during a rolling restart). The broker here asks for its controlled shutdown and keeps running."""
     c, admin = balanced
     topic = "shutting-down"
-    admin.create_topic(topic, partitions=3, replication_factor=3)
-    wait_for(lambda: all_preferred(admin, topic), 30, what="preferred leaders and full ISR")
-    victim = leaders(admin, topic)[0][1]
-    preferring = [p for p, (_, pref, _) in leaders(admin, topic).items() if pref == victim]
+    victim, preferring = _balanced_topic(admin, topic, 3)
     view = c.cluster_view()
     incarnation = next(b["incarnation"] for b in view["brokers"] if b["id"] == victim)
     with grpc.insecure_channel(view["controller"]["address"]) as channel:

@@ -67,7 +67,10 @@ def test_bad_requests_are_refused_and_the_server_keeps_serving(server: ForkServe
     assert ok.wait(timeout=10) == 0
 
 
-def test_a_server_that_died_is_reported_and_shared_starts_a_new_one(tmp_path: Path) -> None:
+def test_a_server_that_died_is_reported_and_shared_starts_a_new_one(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not this worker's own shared server: integration tests in this process fork their services from it.
+    monkeypatch.setattr(ForkServer, "_shared", None)
     first = ForkServer.shared(["json"])
     first.popen.kill()
     first.popen.wait()
