@@ -82,7 +82,10 @@ class Server:
         return port
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(None), self.loop).result(10)
+        # A grace period, not None: the calls are over by now, so the server can shut down without cancelling
+        # any. Once in CI, stop(None) on this thread's loop never returned (py-spy: the loop thread inside
+        # grpc's shutdown) and this result()'s 10 s timeout never fired either: the worker hung.
+        asyncio.run_coroutine_threadsafe(self.server.stop(1), self.loop).result(15)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         request_context.set_principal_resolver(request_context.anonymous)
