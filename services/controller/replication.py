@@ -80,7 +80,8 @@ class PartitionController:
         return topics, states, await self.live_brokers()
 
     async def live_brokers(self) -> set[int]:
-        """Registered brokers, minus those whose port refuses connections (crashed, lease not yet expired)."""
+        """Registered brokers, minus those whose port refuses connections (crashed, lease not yet expired).
+        Also refreshes ``_eligible`` from the same read (see ``leader_eligible``)."""
         brokers = await self.store.get_prefix(self.keys.brokers_prefix())
         registrations = [v for v, _, _ in brokers.values()]
         registered = {int(v["id"]): str(v.get("incarnation", "")) for v in registrations}
@@ -296,7 +297,7 @@ class PartitionController:
 
     async def elect_preferred(self, only: Iterable[TopicPartition] | None) -> dict[TopicPartition, PartitionState]:
         async with self.lock:
-            topics, states, _live = await self.load()
+            topics, states, _live = await self.load()  # load() -> live_brokers() has just set _eligible
             changes = preferred_elections(topics, {tp: s for tp, (s, _) in states.items()}, self._eligible, only)
             await self._apply(changes, {tp: r for tp, (_, r) in states.items()}, "preferred leader election")
             return changes
