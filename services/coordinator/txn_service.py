@@ -9,7 +9,9 @@ per-partition ownership counter in etcd, bumped once by each new owner of the ``
 partition, so a deposed owner's markers are refused by the brokers as TRANSACTION_COORDINATOR_FENCED, even
 after the owner's writer producer id rotated), retried per partition until
 written; the transaction's ``__consumer_offsets`` partition (AddOffsetsToTxn) is completed through the
-group coordinator instead (``complete_txn_offsets``). Then ``complete`` is decided and applied. EndTxn
+group coordinator instead (``complete_txn_offsets``). Then ``complete`` is decided and applied, together
+with the requests that waited on it (``after_completion``: V2's next transaction's first partition, its
+Ongoing record in the same append as CompleteCommit, one ``acks=all`` append fewer per transaction). EndTxn
 is answered once PrepareX is durable, as Kafka; meanwhile the shard answers other requests for that id
 CONCURRENT_TRANSACTIONS. A partition loaded by a new owner finishes every prepared transaction
 (``resume``, the kind's ``on_loaded``).
@@ -308,6 +310,17 @@ def _code(value: int) -> ErrorCode:
         return E.UNKNOWN_SERVER_ERROR
 
 
+#: a request waiting on a transaction's completion: how to decide it on a shard, and its answer
+Rider = tuple[Callable[[Any], Decision], "asyncio.Future[Decision | None]"]
+
+
+def _release(riders: list[Rider]) -> None:
+    """Riders not written with the completion: they decide again themselves."""
+    for _, fut in riders:
+        if not fut.done():
+            fut.set_result(None)
+
+
 class TxnService:
     """The transaction coordinator: what its API modules (``api/txn_*.py``) share. Build it before the
     runtime (``kind()`` goes into the runtime's kinds), then ``attach`` the runtime, ``start``."""
@@ -327,6 +340,9 @@ class TxnService:
         self._finishing: set[tuple[int, str]] = set()
         #: the same keys: set when that ``finish`` is over (``wait_finished``)
         self._finished: dict[tuple[int, str], asyncio.Event] = {}
+        #: the same keys: requests waiting to be decided on that completion and written with it
+        #: (``after_completion``), each resolved with its applied decision or None
+        self._riders: dict[tuple[int, str], list[Rider]] = {}
         #: the process's ServiceSecurity (set by the service at start; None or disabled: allow all) and the
         #: Access built over it (``services.coordinator.authz.access_of``)
         self.security: Any = None
@@ -428,6 +444,7 @@ class TxnService:
             self._finishing.discard(key)
             if self._finished.get(key) is done:
                 del self._finished[key]
+            _release(self._riders.pop(key, []))  # not taken: decided again now
             done.set()
 
         task.add_done_callback(finished)
@@ -444,6 +461,27 @@ class TxnService:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(done.wait(), timeout_s)
         return done.is_set()
+
+    async def after_completion(self, pr: Any, transactional_id: str, decide: Callable[[Any], Decision],
+                               timeout_s: float) -> Decision | None:
+        """For a request answered CONCURRENT_TRANSACTIONS while ``transactional_id``'s ended transaction
+        is being finished (V2: the partition leader adding the next transaction's first partition right
+        after EndTxn): wait (up to ``timeout_s``) and have ``decide`` (a shard -> Decision) made on the
+        completed state, its record appended together with the completion's. Returns the applied
+        decision -- taken with the completion, or decided and applied again once it is over -- or None
+        if nothing was being finished or it did not end in time."""
+        key = (id(pr), transactional_id)
+        if key not in self._finished:
+            return None
+        fut: asyncio.Future[Decision | None] = asyncio.get_running_loop().create_future()
+        self._riders.setdefault(key, []).append((decide, fut))
+        try:
+            rode = await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            return None  # (``finish`` skips a cancelled rider; one already written is seen on the retry)
+        if rode is not None:
+            return rode
+        return await self.apply(pr, decide(pr.shard))
 
     async def finish(self, pr: Any, plan: MarkerPlan) -> bool:
         """Write ``plan``'s markers, then its completion. False if the partition was lost meanwhile (its
@@ -497,11 +535,23 @@ class TxnService:
         if not d.records:
             log.warning("transaction completion refused", extra={**where, "error": d.error.name, "reason": d.message})
             return False
+        riders = [r for r in self._riders.pop((id(pr), plan.transactional_id), []) if not r[1].done()]
+        taken: list[Decision | None] = []
+        try:
+            if riders:
+                d, taken = pr.shard.then(d, [decide for decide, _ in riders])
+        except Exception as exc:  # a rider's decision failed (no producer id at hand): decided again after
+            log.info("transaction requests not decided with the completion", extra={**where, "error": str(exc)})
         try:
             await self.apply(pr, d)
         except Exception as exc:  # the partition is lost: its next owner loads PrepareX and finishes it
             log.info("transaction completion not written", extra={**where, "error": str(exc)})
+            _release(riders)
             return False
+        for (_, fut), rode in zip(riders, taken):
+            if rode is not None and not fut.done():
+                fut.set_result(rode)
+        _release(riders)
         return True
 
     async def complete_txn_offsets(self, pr: Any, plan: MarkerPlan, offsets_partition: int) -> ErrorCode:

@@ -18,17 +18,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from shared.cli.bench import _ensure_topic, percentiles
-from shared.cli.connect import bootstrap_servers, cluster_options
-from shared.client import Consumer, Producer, TopicPartition
+from shared.cli.connect import bootstrap_servers, client_settings, cluster_options
+from shared.client import Admin, Consumer, Producer, TopicPartition
+from shared.errors import TidelogError
 
 #: goals of issue 22: transactional throughput vs idempotent, read_committed vs read_uncommitted
 PRODUCE_GOAL, CONSUME_GOAL = 0.9, 0.95
@@ -162,12 +165,13 @@ def _line(name: str, res: dict[str, Any]) -> str:
 @click.option("--rounds", type=click.IntRange(1), default=2, show_default=True,
               help="pairs of transactional and idempotent runs, alternating which goes first")
 @click.option("--skip-baseline", is_flag=True, help="only the transactional producer (no idempotent run, no consume)")
+@click.option("--keep-topics", is_flag=True, help="keep the topics the runs created (deleted at the end by default)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_txn(records: int, record_size: int, commit_interval_ms: int, linger_ms: int, batch_size: int,
               partitions: int, replication_factor: int, topic_prefix: str, transactional_id: str | None,
-              retry_backoff_ms: int, rounds: int, skip_baseline: bool, as_json: bool, bootstrap: str | None,
-              rest: str | None, data_dir: str) -> None:
+              retry_backoff_ms: int, rounds: int, skip_baseline: bool, keep_topics: bool, as_json: bool,
+              bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Transactional producer throughput, commit latency and transactions/s, against the idempotent producer
     for the same records, and read_committed against read_uncommitted consume."""
     servers = bootstrap_servers(bootstrap, rest, data_dir)
@@ -187,23 +191,52 @@ def bench_txn(records: int, record_size: int, commit_interval_ms: int, linger_ms
         else:
             idem_runs.append(idempotent_produce(servers, topic, records, record_size, linger_ms, batch_size))
 
-    for k in range(rounds):
-        kinds = ("txn",) if skip_baseline else ("txn", "idem") if k % 2 == 0 else ("idem", "txn")
-        for kind in kinds:
-            produce(kind, k)
-    txn_topic = res["topics"][0]
-    res["transactional"] = combined(txn_runs, record_size)
-    if not skip_baseline:
-        res["idempotent"] = combined(idem_runs, record_size)
-        res["produce_ratio"] = ratio(res["transactional"]["records_per_s"], res["idempotent"]["records_per_s"])
-        res["produce_ratios"] = [ratio(t["records_per_s"], i["records_per_s"]) for t, i in zip(txn_runs, idem_runs)]
-        runs: dict[str, list[dict[str, Any]]] = {"read_uncommitted": [], "read_committed": []}
-        for level in ("read_uncommitted", "read_committed", "read_committed", "read_uncommitted"):  # no order bias
-            runs[level].append(consume(servers, txn_topic, records, level))
-        for level, pair in runs.items():
-            secs = sum(r["seconds"] for r in pair)
-            res[level] = {"records": records, "seconds": secs / 2, **rates(2 * records, record_size, secs)}
-        res["consume_ratio"] = ratio(res["read_committed"]["records_per_s"], res["read_uncommitted"]["records_per_s"])
+    with _deleted_after(servers, res["topics"], keep_topics):
+        for k in range(rounds):
+            kinds = ("txn",) if skip_baseline else ("txn", "idem") if k % 2 == 0 else ("idem", "txn")
+            for kind in kinds:
+                produce(kind, k)
+        txn_topic = res["topics"][0]
+        res["transactional"] = combined(txn_runs, record_size)
+        if not skip_baseline:
+            res["idempotent"] = combined(idem_runs, record_size)
+            res["produce_ratio"] = ratio(res["transactional"]["records_per_s"], res["idempotent"]["records_per_s"])
+            res["produce_ratios"] = [ratio(t["records_per_s"], i["records_per_s"]) for t, i in zip(txn_runs, idem_runs)]
+            runs: dict[str, list[dict[str, Any]]] = {"read_uncommitted": [], "read_committed": []}
+            for level in ("read_uncommitted", "read_committed", "read_committed", "read_uncommitted"):  # no order bias
+                runs[level].append(consume(servers, txn_topic, records, level))
+            for level, pair in runs.items():
+                secs = sum(r["seconds"] for r in pair)
+                res[level] = {"records": records, "seconds": secs / 2, **rates(2 * records, record_size, secs)}
+            res["consume_ratio"] = ratio(res["read_committed"]["records_per_s"],
+                                         res["read_uncommitted"]["records_per_s"])
+    _print(res, skip_baseline, as_json)
+
+
+@contextlib.contextmanager
+def _deleted_after(servers: str, topics: list[str], keep: bool) -> Iterator[None]:
+    """The runs' topics (each holds --records records) are deleted at the end, unless ``keep``: repeated
+    runs do not fill the disk."""
+    try:
+        yield
+    finally:
+        if not keep:
+            _delete_topics(servers, topics)
+
+
+def _delete_topics(servers: str, topics: list[str]) -> None:
+    admin = Admin(servers, **client_settings())
+    try:
+        for topic in topics:
+            try:
+                admin.delete_topic(topic)
+            except TidelogError as exc:
+                click.echo(f"topic {topic} not deleted: {exc}", err=True)
+    finally:
+        admin.close()
+
+
+def _print(res: dict[str, Any], skip_baseline: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(res))
         return

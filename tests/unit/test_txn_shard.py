@@ -415,6 +415,52 @@ def test_complete_refuses_a_stale_plan() -> None:
     assert h.shard.complete(d.markers, 0).error == E.INVALID_TXN_STATE
 
 
+def test_the_next_transactions_first_add_rides_on_the_completion() -> None:
+    """V2: AddPartitionsToTxn that waited on the completion is decided on the completed state and its
+    record appended after CompleteCommit in the same decision; replaying both is the state a separate
+    completion then add would give."""
+    h = Harness()
+    pid, e = ongoing(h, version=2)
+    end = h.end(pid, e, commit=True, now_ms=5, version=2)
+    assert end.markers is not None
+    assert h.shard.add_partitions("tx", pid, e + 1, [T1], 6, 2).error == E.CONCURRENT_TRANSACTIONS
+    before = dict(h.shard.txns)
+    complete = h.shard.complete(end.markers, 9)
+    riders = [lambda s: s.add_partitions("tx", pid, e + 1, [T1], 9, 2),
+              lambda s: s.add_partitions("tx", pid, e + 1, [U0], 9, 2)]
+    combined, taken = h.shard.then(complete, riders)
+    assert h.shard.txns == before and not h.shard.pending  # deciding changed nothing
+    assert [t is not None and t.ok for t in taken] == [True, True]
+    assert combined.records[0] == complete.records[0] and len(combined.records) == 3
+    assert combined.pending == S.ONGOING and combined.markers is None
+    h.apply(combined)
+    m = h.state()
+    assert (m.state, m.producer_id, m.producer_epoch, m.partitions) == (S.ONGOING, pid, e + 1, frozenset({T1, U0}))
+    assert m.start_ms == 9
+    # the same state as the completion and the adds appended one by one
+    g = Harness()
+    gp, ge = ongoing(g, version=2)
+    g.run(g.end(gp, ge, commit=True, now_ms=5, version=2), now_ms=9)
+    g.add(gp, ge + 1, [T1], now_ms=9, version=2)
+    g.add(gp, ge + 1, [U0], now_ms=9, version=2)
+    assert g.state() == m
+
+
+def test_a_refused_rider_is_left_out_of_the_completion() -> None:
+    h = Harness()
+    pid, e = ongoing(h, version=2)
+    end = h.end(pid, e, commit=True, version=2)
+    assert end.markers is not None
+    complete = h.shard.complete(end.markers, 1)
+    combined, taken = h.shard.then(complete, [lambda s: s.add_partitions("tx", pid, e, [T1], 1, 2),  # old epoch
+                                              lambda s: s.add_partitions("other", 1, 0, [T1], 1, 2),
+                                              lambda s: s.end_txn("tx", pid, e + 1, True, 1, 2)])
+    assert taken[0] is None and taken[1] is None and taken[2] is None
+    assert combined == complete
+    h.apply(combined)
+    assert h.state().state == S.COMPLETE_COMMIT
+
+
 def test_replay_skips_unknown_key_versions() -> None:
     h = Harness()
     h.shard.replay(b"\x00\x05\x00\x01x", encode_value(TxnLogValue(1, 0, 1, 0, None, 0, -1)))

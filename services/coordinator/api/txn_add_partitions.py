@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from services.coordinator.authz import Op, Res, allowed, denied_message, internal_refusal, split_topics
 from services.coordinator.group import GroupError
+from services.coordinator.txn.decisions import Decision
+from services.coordinator.txn.shard import TxnShard
 from services.coordinator.txn_service import TxnService
 from shared.errors import ErrorCode
 from shared.proto import transactions_pb2 as tpb
@@ -21,8 +23,8 @@ from shared.request_context import RequestContext
 from shared.security.access import access_of
 from shared.types import TopicPartition
 
-#: How long AddPartitionsToTxn waits for the previous transaction's markers before answering
-#: CONCURRENT_TRANSACTIONS (the markers usually take a millisecond or two).
+#: How long AddPartitionsToTxn waits for the previous transaction's markers and completion before
+#: answering CONCURRENT_TRANSACTIONS (the markers usually take a millisecond or two).
 CONCURRENT_WAIT_S = 0.1
 
 
@@ -53,13 +55,19 @@ async def txn_add_partitions(t: TxnService, ctx: RequestContext,
             return _answer({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                             else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts})
         version = max(1, request.client_transaction_version)
-        d = pr.shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(), version)
-        if d.error == ErrorCode.CONCURRENT_TRANSACTIONS and await t.wait_finished(pr, txn_id, CONCURRENT_WAIT_S):
-            # only the previous transaction's markers were in the way (V2: the next transaction's first
-            # partition right after EndTxn): decide again now they are written, not after a client backoff
-            d = pr.shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(),
+        def decide(shard: TxnShard) -> Decision:
+            return shard.add_partitions(txn_id, request.producer_id, request.producer_epoch, parts, t.now_ms(),
                                         version)
-        await t.apply(pr, d)
+
+        d = decide(pr.shard)
+        if d.error == ErrorCode.CONCURRENT_TRANSACTIONS and (
+                done := await t.after_completion(pr, txn_id, decide, CONCURRENT_WAIT_S)) is not None:
+            # only the previous transaction's markers were in the way (V2: the next transaction's first
+            # partition right after EndTxn): decided on the completed state and written with the
+            # completion, not sent back for a backoff
+            d = done
+        else:
+            await t.apply(pr, d)
     except GroupError as exc:
         return _all(parts, exc.code, str(exc))
     response = _answer({tp: d.error for tp in parts})

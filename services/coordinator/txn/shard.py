@@ -8,7 +8,8 @@ alone -- so live state, loaded state and the state after compaction are the same
 The service layer, per decision: ``begin(d)`` at once (the id is busy: other requests for it are
 answered CONCURRENT_TRANSACTIONS, as Kafka's pending state does), append ``d.records`` (fenced,
 acks=all), ``replay`` each committed record, answer ``d.error``/``producer_id``/``producer_epoch``,
-then, if ``d.markers``: write the markers and append ``complete(d.markers, now)``. A failed append
+then, if ``d.markers``: write the markers and append ``complete(d.markers, now)`` -- with the records of
+the requests that waited on it (``then``: V2's next transaction's first AddPartitionsToTxn). A failed append
 unloads the partition (or calls ``abandon``). After loading, ``unfinished()`` lists the prepared
 transactions whose markers must be (re)written.
 
@@ -32,7 +33,7 @@ whose write fails is never used, as in Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from services.coordinator.txn.config import TxnConfig
@@ -215,6 +216,35 @@ class TxnShard:
             pid, epoch, prev = m.next_producer_id, 0, m.producer_id
         return _write(m.transition(done, producer_id=pid, producer_epoch=epoch, previous_producer_id=prev,
                                    next_producer_id=NO_PRODUCER_ID, partitions=frozenset(), last_update_ms=now_ms))
+
+    def after(self, d: Decision) -> TxnShard:
+        """A scratch shard holding only ``d``'s id, as it will be once ``d``'s records are replayed (this
+        shard is not changed). A request that waits on ``d`` is decided on it."""
+        s = TxnShard(self.partition, self.config, self.allocate_producer_id)
+        if (m := self.txns.get(d.transactional_id)) is not None:
+            s.txns[d.transactional_id] = m
+        for key, value in d.records:
+            s.replay(key, value)
+        return s
+
+    def then(self, d: Decision, riders: Sequence[Callable[[TxnShard], Decision]]) -> tuple[Decision, list[Decision | None]]:
+        """``d`` with the records of the requests that wait on it, each decided on the state ``d`` and the
+        riders before it leave: one decision, appended at once (V2: the next transaction's first
+        AddPartitionsToTxn rides on the completion of the one before, one ``acks=all`` append fewer per
+        transaction). A rider is taken only if accepted with records and no markers; the others are
+        ``None`` in the list, to be decided again once ``d`` is replayed."""
+        scratch = self.after(d)
+        records, pending, taken = list(d.records), d.pending, []
+        for decide in riders:
+            r = decide(scratch)
+            if r.ok and r.records and r.markers is None and r.transactional_id == d.transactional_id:
+                records.extend(r.records)
+                pending = r.pending
+                scratch = scratch.after(r)
+                taken.append(r)
+            else:
+                taken.append(None)
+        return replace(d, records=tuple(records), pending=pending), taken
 
     # -- timers ------------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ class FakeRuntime:
         self.view = FakeView()
         self.clock_ms = 1_000_000
         self.log: list[tuple[bytes, bytes | None]] = []
+        self.appends: list[int] = []  # records per write call
         self.fail_writes: GroupError | None = None
         self.write_gate: asyncio.Event | None = None
 
@@ -71,6 +72,7 @@ class FakeRuntime:
         if self.fail_writes is not None:
             raise self.fail_writes
         self.log.extend(recs)
+        self.appends.append(len(recs))
 
     def txn_runtime_for(self, txn_id: str) -> PartitionRuntime:
         pr = self.owned[TRANSACTIONS].get(0)
@@ -478,6 +480,48 @@ def test_wait_finished_returns_once_the_markers_and_completion_are_written() -> 
         assert await waiter and r.state() == S.COMPLETE_COMMIT
         assert await r.add(end.producer_id, end.producer_epoch, [T1]) == {T1: E.NONE}
         assert not await r.svc.wait_finished(r.pr, "tx", 1.0)
+    run(scenario())
+
+
+def test_the_next_transactions_first_partition_is_written_with_the_completion() -> None:
+    """V2: the partition leader's AddPartitionsToTxn for the next transaction, arriving while the markers of
+    the last one are written, waits and is appended in the completion's write (one acks=all append fewer)."""
+    async def scenario() -> None:
+        r = Rig()
+        init = await r.init()
+        await r.add(init.producer_id, 0, [T0])
+        r.markers.gate = asyncio.Event()
+        end = await r.end(init.producer_id, 0, True, version=2)
+        writes = len(r.rt.appends)
+        adds = [asyncio.ensure_future(r.add(end.producer_id, end.producer_epoch, [tp])) for tp in (T1, T0)]
+        await asyncio.sleep(0.01)
+        assert not any(a.done() for a in adds) and r.state() == S.PREPARE_COMMIT
+        r.markers.gate.set()
+        assert [await a for a in adds] == [{T1: E.NONE}, {T0: E.NONE}]
+        assert r.rt.appends[writes:] == [3]  # CompleteCommit and both adds in one write
+        m = r.shard.txns["tx"]
+        assert (m.state, m.producer_epoch, m.partitions) == (S.ONGOING, end.producer_epoch, frozenset({T0, T1}))
+        assert not r.svc._riders and not r.shard.pending
+    run(scenario())
+
+
+def test_a_rider_of_a_completion_that_fails_is_answered_concurrent_transactions() -> None:
+    async def scenario() -> None:
+        r = Rig()
+        init = await r.init()
+        await r.add(init.producer_id, 0, [T0])
+        r.markers.gate = asyncio.Event()
+        end = await r.end(init.producer_id, 0, True, version=2)
+        add = asyncio.ensure_future(r.add(end.producer_id, end.producer_epoch, [T1]))
+        await asyncio.sleep(0.01)
+        r.rt.fail_writes = fail(E.NOT_ENOUGH_REPLICAS, "ISR too small")
+        r.markers.gate.set()
+        assert await add == {T1: E.CONCURRENT_TRANSACTIONS}
+        assert r.state() == S.PREPARE_COMMIT and not r.shard.pending and not r.svc._riders
+        r.rt.fail_writes = None  # the retry, once the completion is written
+        r.svc.start_markers(r.pr, MarkerPlan("tx", end.producer_id, end.producer_epoch, True, frozenset({T0})))
+        await r.settle()
+        assert await r.add(end.producer_id, end.producer_epoch, [T1]) == {T1: E.NONE}
     run(scenario())
 
 
