@@ -56,7 +56,10 @@ class PartitionController:
         self.lock = asyncio.Lock()
         self._poke = asyncio.Event()
         self.refused: set[int] = set()  # registered brokers whose port refuses connections: crashed
-        self.shutting_down: dict[int, str] = {}  # broker -> the incarnation that asked for a controlled shutdown
+        #: broker -> the incarnation that asked for a controlled shutdown; written through to etcd
+        #: (``Keys.controlled_shutdown``) and read back by each newly active controller (``_load_shutdowns``)
+        self.shutting_down: dict[int, str] = {}
+        self._shutdowns_epoch = 0  # the controller epoch ``shutting_down`` was last read from etcd for
         self._eligible: set[int] = set()  # as live_brokers last found them (see leader_eligible)
         self._refusals: dict[int, int] = {}
         self._offline_seen: dict[TopicPartition, frozenset[int]] = {}  # offline partitions logged, with the live set
@@ -82,14 +85,35 @@ class PartitionController:
     async def live_brokers(self) -> set[int]:
         """Registered brokers, minus those whose port refuses connections (crashed, lease not yet expired).
         Also refreshes ``_eligible`` from the same read (see ``leader_eligible``)."""
+        if self.election.active and self._shutdowns_epoch != self.election.epoch:
+            await self._load_shutdowns()
         brokers = await self.store.get_prefix(self.keys.brokers_prefix())
         registrations = [v for v, _, _ in brokers.values()]
         registered = {int(v["id"]): str(v.get("incarnation", "")) for v in registrations}
         for broker, incarnation in list(self.shutting_down.items()):  # restarted or gone: forget it
             if registered.get(broker) != incarnation:
                 del self.shutting_down[broker]
+                await self._forget_shutdown(broker)
         self._eligible = eligible_brokers(registrations, self.shutting_down, self.refused)
         return set(registered) - self.refused
+
+    async def _load_shutdowns(self) -> None:
+        """The controlled shutdowns in etcd, as this controller's own: a controller that takes over while a
+        broker is between its controlled shutdown and its exit must not make it leader or ISR member
+        again (Kafka keeps the mark in its metadata log)."""
+        epoch = self.election.epoch
+        snap = await self.store.get_prefix(self.keys.controlled_shutdowns_prefix())
+        self.shutting_down = {int(self.keys.last_segment(k)): str(v.get("incarnation", ""))
+                              for k, (v, _, _) in snap.items() if isinstance(v, dict)}
+        self._shutdowns_epoch = epoch
+
+    async def _forget_shutdown(self, broker: int) -> None:
+        """The incarnation that asked is gone: its mark in etcd too (best effort: a later read retries)."""
+        try:
+            await self.election.write([self.store.op_delete(self.keys.controlled_shutdown(broker))])
+        except Exception as exc:
+            self._shutdowns_epoch = 0  # read the marks again next time, and retry then
+            log.info("controlled-shutdown mark not deleted", extra={"broker": broker, "error": str(exc)})
 
     async def leader_eligible(self) -> set[int]:
         """The live brokers that may become a leader or join an ISR: not in a controlled shutdown. The
@@ -286,8 +310,10 @@ class PartitionController:
     async def controlled_shutdown(self, broker: int, incarnation: str) -> int:
         async with self.lock:
             await self.check_broker_epoch(broker, incarnation)
-            # From now until it restarts: no leadership, no ISR membership (eligible_brokers). Kept in
-            # memory: a controller that takes over meanwhile does not know it (Kafka keeps it in its log).
+            # From now until it restarts: no leadership, no ISR membership (eligible_brokers). Written to
+            # etcd first, so that a controller taking over meanwhile knows it too.
+            await self.election.write([self.store.op_put(self.keys.controlled_shutdown(broker),
+                                                         {"incarnation": incarnation})])
             self.shutting_down[broker] = incarnation
             topics, states, live = await self.load()
             changes, stuck = on_controlled_shutdown(topics, {tp: s for tp, (s, _) in states.items()}, broker,

@@ -5,6 +5,9 @@
                                                 its create_revision is the controller epoch
     /tidelog/<cluster>/heartbeats/controller    fenced write the active controller makes every tick
     /tidelog/<cluster>/brokers/<id>             {address, rack, incarnation} on the broker's lease
+    /tidelog/<cluster>/controlled-shutdowns/<id>  {incarnation} of a broker in controlled shutdown (KIP-841:
+                                                no leadership, no ISR until it restarts); the active
+                                                controller writes it and deletes it once that incarnation is gone
     /tidelog/<cluster>/broker-configs/<id>      dynamic broker configs {name: value}; <id> is a broker id
                                                 or <default> (every broker), persistent
     /tidelog/<cluster>/topics/<name>            {topic id, replica assignment, configs}
@@ -65,6 +68,12 @@ class Keys:
 
     def broker(self, broker_id: int) -> bytes:
         return f"{self.root}brokers/{broker_id}".encode()
+
+    def controlled_shutdowns_prefix(self) -> bytes:
+        return f"{self.root}controlled-shutdowns/".encode()
+
+    def controlled_shutdown(self, broker_id: int) -> bytes:
+        return f"{self.root}controlled-shutdowns/{broker_id}".encode()
 
     def broker_configs_prefix(self) -> bytes:
         return f"{self.root}broker-configs/".encode()

@@ -83,6 +83,16 @@ def test_a_broker_in_controlled_shutdown_is_not_made_leader_or_isr_member_again(
     time.sleep(3 * INTERVAL_S)  # several balancer rounds, and the victim keeps fetching meanwhile
     held = leaders(admin, topic)
     assert all(leader != victim and victim not in isr for leader, _, isr in held.values()), held
+    # A controller that takes over meanwhile (here: the only one, killed and restarted) knows it from etcd.
+    controller = c.proc("controller", view["controller"]["id"])
+    os.kill(controller.pid, signal.SIGKILL)
+    controller.popen.wait(10)
+    rest = c.restart("controller", int(view["controller"]["id"])).info["rest"]
+    wait_for(lambda: (c.cluster_view(via=rest).get("controller") or {}).get("epoch", 0) > view["controller"]["epoch"],
+             30, what="the restarted controller active")
+    time.sleep(3 * INTERVAL_S)
+    held = leaders(admin, topic)
+    assert all(leader != victim and victim not in isr for leader, _, isr in held.values()), held
     # A restart is a new incarnation: eligible again, and its preferred leaderships come back.
     proc = c.proc("broker", victim)
     os.kill(proc.pid, signal.SIGKILL)
