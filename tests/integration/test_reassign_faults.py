@@ -210,7 +210,10 @@ def test_moving_onto_new_brokers_survives_kill_9_of_a_destination_and_the_contro
 
 
 def test_decommission_under_load_with_a_controller_kill(make_cluster) -> None:
-    c = make_cluster(controllers=2, brokers=4, cleaners=0, coordinators=0, quotas=0, extra_env=ENV)
+    # A session timeout long enough that broker 5 stays registered while it is paused: the decommission's
+    # plan and the controller's check of it both need it registered (3 s was too short on a slow machine).
+    c = make_cluster(controllers=2, brokers=4, cleaners=0, coordinators=0, quotas=0, extra_env=ENV,
+                     session_timeout_ms=15000)
     topic = "shrink"
     bootstrap, admin, work = start_load(c, topic, rf=3)
     gone = 2
