@@ -174,7 +174,7 @@ def main() -> None:
                     for kind in ("produce", "consume"):
                         res = run(kind, door, dirs[side], topic, args.records, envs[side])
                         got[(side, kind)] = res
-                        results.append({"round": r, "door": door, "side": side, "kind": kind, **res})
+                        results.append({**res, "round": r, "door": door, "side": side, "kind": kind})  # res has a "door" too
                         print(f"round {r} {door:5} {kind:7} {side:6} {line(res)}", flush=True)
                 for kind in ("produce", "consume"):
                     p, s = got[("plain", kind)], got[("secure", kind)]
