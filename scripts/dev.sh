@@ -17,7 +17,8 @@ case "$cmd" in
     "$PY" -m ruff check .
     # Two workers (pytest-xdist), a test module per worker at a time: modules share their clusters, and
     # integration tests spend much of their time waiting on processes, so two cores run two modules.
-    exec "$PY" -m pytest -n 2 --dist loadfile "$@"
+    # The 25 slowest tests are listed before the closing line, to see where the suite's time goes.
+    exec "$PY" -m pytest -n 2 --dist loadfile --durations=25 "$@"
     ;;
   *)
     echo "usage: bash scripts/dev.sh up|test [args...]" >&2
