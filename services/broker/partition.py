@@ -65,6 +65,9 @@ class Partition:
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
         self.producers = restore_producer_state(log)
+        # Replayed markers below the high watermark are stable now: it may never move again after a restart
+        # whose checkpoint was already at the log end (a read_committed reader stalled at them).
+        self.producers.txn.on_high_watermark(self.high_watermark)
         log.on_roll = self._snapshot_producers
         self._changed = asyncio.Event()
         self.on_change: Callable[[TopicPartition], None] | None = None  # the owner's "a partition changed" signal
@@ -212,6 +215,7 @@ class Partition:
         self.producers = restore_producer_state(self.log)
         if self.high_watermark > self.log_end_offset:
             self.high_watermark = self.log_end_offset
+        self.producers.txn.on_high_watermark(self.high_watermark)  # as after a restart (see __init__)
         self._notify()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -200,3 +200,63 @@ def test_a_newer_epochs_batch_does_not_join_the_open_transaction_without_verific
     assert not s.may_open(4, 2)
     s.verified(4, 2)
     assert s.may_open(4, 2)
+
+
+@pytest.mark.parametrize("checkpoint", ["at the log end", "behind it"])
+def test_a_restarted_leader_with_a_current_checkpoint_has_its_replayed_transactions_stable(
+        tmp_path: os.PathLike[str], checkpoint: str) -> None:
+    """Recovery replays the markers of completed transactions; those below the high watermark are stable.
+    With the high-watermark checkpoint already at the log end, the high watermark never moves after the
+    restart, and a read_committed reader stalled at the first replayed transaction (CI, 4 December)."""
+    import asyncio
+
+    from services.broker.log import PartitionLog
+    from services.broker.partition import Partition
+    from shared.records.builder import build_control_batch, encode_batch
+    from shared.records.record import CONTROL_COMMIT
+    from shared.types import TopicPartition
+
+    log = PartitionLog(str(tmp_path))
+    log.append_as_follower(encode_batch([(0, None, b"v", ())], base_offset=0, producer_id=1, producer_epoch=0,
+                                        base_sequence=0, transactional=True))
+    log.append_as_follower(bytes(_with_base(build_control_batch(CONTROL_COMMIT, 1, 0, 0, coordinator_epoch=7), 1)))
+    log.append_as_follower(encode_batch([(0, None, b"plain", ())], base_offset=2))
+    end = log.log_end_offset
+    assert end == 3
+
+    async def restarted() -> Partition:  # a Partition holds asyncio objects: built inside a running loop
+        p = Partition(TopicPartition("t", 0), log, 1, clock=lambda: 0,
+                      high_watermark=end if checkpoint == "at the log end" else 1)
+        p.update_state(1, 1, [1], [1], 1, 1)  # the sole replica, leader again
+        return p
+
+    p = asyncio.run(restarted())
+    assert p.high_watermark == end
+    assert p.last_stable_offset == end
+
+
+def test_a_follower_truncated_then_leader_has_its_replayed_transactions_stable(tmp_path: os.PathLike[str]) -> None:
+    """The same after a follower's truncation, which rebuilds the producer state from the log."""
+    import asyncio
+
+    from services.broker.log import PartitionLog
+    from services.broker.partition import Partition
+    from shared.records.builder import build_control_batch, encode_batch
+    from shared.records.record import CONTROL_COMMIT
+    from shared.types import TopicPartition
+
+    log = PartitionLog(str(tmp_path))
+    log.append_as_follower(encode_batch([(0, None, b"v", ())], base_offset=0, producer_id=1, producer_epoch=0,
+                                        base_sequence=0, transactional=True))
+    log.append_as_follower(bytes(_with_base(build_control_batch(CONTROL_COMMIT, 1, 0, 0, coordinator_epoch=7), 1)))
+    log.append_as_follower(encode_batch([(0, None, b"divergent", ())], base_offset=2))
+
+    async def truncated_then_leader() -> Partition:
+        p = Partition(TopicPartition("t", 0), log, 1, clock=lambda: 0, high_watermark=2)
+        p.update_state(2, 1, [1, 2], [1, 2], 1, 1)  # a follower of broker 2
+        p.truncate_to(2)
+        p.update_state(1, 2, [1], [1, 2], 2, 1)  # then leader, alone in the ISR: the high watermark stays
+        return p
+
+    p = asyncio.run(truncated_then_leader())
+    assert (p.high_watermark, p.last_stable_offset) == (2, 2)
