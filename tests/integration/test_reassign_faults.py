@@ -147,7 +147,10 @@ def start_load(c: Cluster, topic: str, rf: int) -> tuple[str, Admin, Workload]:
 
 
 def test_moving_onto_new_brokers_survives_kill_9_of_a_destination_and_the_controller(make_cluster, tmp_path) -> None:
-    c = make_cluster(controllers=2, brokers=3, cleaners=0, coordinators=0, quotas=0, extra_env=ENV)
+    # A session timeout long enough that the paused broker 5 stays registered through `reassign execute`'s
+    # check of the target replicas (3 s was too short on a slow machine).
+    c = make_cluster(controllers=2, brokers=3, cleaners=0, coordinators=0, quotas=0, extra_env=ENV,
+                     session_timeout_ms=15000)
     topic = "grow"
     bootstrap, admin, work = start_load(c, topic, rf=3)
     log: list[str] = []
