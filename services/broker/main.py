@@ -19,7 +19,7 @@ from services.broker.cleaner_metrics import CleanerCollector
 from services.broker.cleaner_service import CleanerJobs, CleanerServicer, add_cleaner_servicer
 from services.broker.kafka.cluster_links import ClusterLinks
 from services.broker.kafka.listener import KafkaListener, parse_ip_overrides
-from services.broker.kafka.registry import kafka_apis
+from services.broker.kafka.registry import kafka_apis, load_schemas
 from services.broker.metadata_cache import ClusterView, MetadataCache
 from services.broker.metrics import broker_metrics, register_partitions
 from services.broker.pipeline import RequestPipeline
@@ -324,6 +324,11 @@ def parse_listener(value: str, name: str) -> tuple[str, int]:
     if not port.isdigit() or int(port) > 65535:
         raise SystemExit(f"broker: --{name.replace('_', '-')} {value!r}: bad port")
     return host.strip("[]"), int(port)
+
+
+def fork_server_warm() -> None:
+    """Run once by a fork server (``shared.cli.forkserver``) before it forks brokers."""
+    load_schemas()
 
 
 def main() -> None:

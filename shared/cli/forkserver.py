@@ -13,6 +13,9 @@ pipe's read end passed along with ``SCM_RIGHTS``. The server reaps its children 
 their exit codes, which ``ForkedProcess.poll`` asks for: a ``subprocess.Popen`` stand-in for processes
 that are not the launcher's own children.
 
+A preloaded module may define ``fork_server_warm()``: the server calls it after the imports, for work every
+child would otherwise repeat at its start (the broker loads the Kafka listener's message classes there).
+
 Safe because nothing in the server has started a thread (gRPC core, asyncio and OpenBLAS start theirs
 only when first used; ``GRPC_ENABLE_FORK_SUPPORT`` is off), so the children inherit no half-held lock.
 """
@@ -150,6 +153,10 @@ def main() -> None:
     opts = parser.parse_args()
     for name in opts.preload:
         importlib.import_module(name)
+    for name in opts.preload:  # work every child would repeat at its start, done once here
+        warm = getattr(sys.modules[name], "fork_server_warm", None)
+        if callable(warm):
+            warm()
     if threading.active_count() != 1:  # a preloaded module started a thread: forking would be unsafe
         raise SystemExit(f"fork server: {threading.active_count()} threads after the preloads; refusing to fork")
     job = serve(socket.socket(fileno=opts.fd))

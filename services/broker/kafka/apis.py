@@ -18,7 +18,7 @@ from typing import Any
 
 from services.broker.pipeline import REQUEST_TYPES, RequestContext, RequestPipeline
 from shared.errors import ErrorCode
-from shared.kafka.messages import RequestFrame, api, build
+from shared.kafka.messages import RequestFrame, api, build, defined
 from shared.quota.entities import ANONYMOUS
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,10 @@ class KafkaApis:
         self.versions: dict[int, tuple[int, int]] = {}
 
     def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
-        for v in range(versions[0], versions[1] + 1):
-            api(api_key, v)  # fail at start for a version kio has no definition of
+        # Fail at start for a version kio has no definition of; its classes load on first use (``api``).
+        missing = [v for v in range(versions[0], versions[1] + 1) if not defined(api_key, v)]
+        if missing:
+            raise ValueError(f"api key {api_key}: no Kafka definition of versions {missing}")
         self.handlers[api_key] = handler
         self.versions[api_key] = versions
 

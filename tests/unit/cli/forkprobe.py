@@ -10,6 +10,7 @@ if __name__ == "__main__":
     lifeline = int(args[args.index("--lifeline-fd") + 1]) if "--lifeline-fd" in args else None
     print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": os.environ.get("PROBE"), "pid": os.getpid(),
                       "sid": os.getsid(0), "name": __name__,
+                      "warmed": getattr(sys.modules.get("tests.unit.cli.forkwarm"), "WARMED", None),
                       "lifeline": os.read(lifeline, 10).decode() if lifeline is not None else None}))
     if "--sleep" in args:
         time.sleep(60)

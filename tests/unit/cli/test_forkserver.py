@@ -67,6 +67,18 @@ def test_bad_requests_are_refused_and_the_server_keeps_serving(server: ForkServe
     assert ok.wait(timeout=10) == 0
 
 
+def test_a_preloaded_modules_warm_up_runs_once_in_the_server_before_any_fork(tmp_path: Path) -> None:
+    s = ForkServer(["json", "tests.unit.cli.forkwarm"])
+    try:
+        logs = [tmp_path / f"c{i}.log" for i in range(2)]
+        children = [s.spawn([sys.executable, "-m", PROBE], {}, str(log)) for log in logs]
+        assert [c.wait(timeout=20) for c in children] == [0, 0]
+        seen = [json.loads(log.read_text().splitlines()[-1]) for log in logs]
+        assert seen[0]["warmed"] == seen[1]["warmed"] == [s.popen.pid]  # the server's, once, inherited
+    finally:
+        s.close()
+
+
 def test_a_server_that_died_is_reported_and_shared_starts_a_new_one(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # Not this worker's own shared server: integration tests in this process fork their services from it.
