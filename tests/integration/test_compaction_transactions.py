@@ -14,6 +14,7 @@ import uuid
 import grpc
 
 from shared.client import Admin, Consumer, TopicPartition
+from shared.errors import ErrorCode
 from shared.proto import cleaner_pb2 as cpb
 from shared.proto import cleaner_pb2_grpc as cgrpc
 from shared.proto import tidelog_pb2 as pb
@@ -36,11 +37,20 @@ def pad(value: bytes) -> bytes:
     return value.ljust(100, b".")
 
 
+#: Refusals a client retries: the topic was just created and the broker has not opened its partition yet.
+NOT_YET = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+
 def produce(stub: pb_grpc.BrokerStub, topic: str, batch: bytes, transactional: bool = False) -> int:
-    resp = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, transactional_id="t" if transactional else "",
-                                          topics=[pb.ProduceTopicData(name=topic, partitions=[
-                                              pb.ProducePartitionData(partition=0, records=batch)])]))
-    r = resp.topics[0].partitions[0]
+    request = pb.ProduceRequest(acks=-1, timeout_ms=5000, transactional_id="t" if transactional else "",
+                                topics=[pb.ProduceTopicData(name=topic, partitions=[
+                                    pb.ProducePartitionData(partition=0, records=batch)])])
+    deadline = time.monotonic() + 15
+    while True:
+        r = stub.Produce(request).topics[0].partitions[0]
+        if r.error_code not in NOT_YET or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # refused, nothing appended: the same batch again, as a producer retries it
     assert r.error_code == 0, r
     return r.base_offset
 

@@ -192,9 +192,10 @@ def test_a_cluster_wide_quota_holds_the_sum_over_three_brokers(make_cluster: Any
         print(f"measured on the brokers: {rates}, cw per broker {usage.per_broker(PRODUCE, 'cw')}")
         assert rates["cw"] == pytest.approx(MB, rel=0.10)
         assert len(usage.per_broker(PRODUCE, "cw")) == 3
-        # what per-broker quotas allow: up to 3x (a load thread measured 2.39x on a slow machine sharing its
-        # cores with another test module); twice the cluster-wide quota's rate is the contrast that matters
-        assert rates["pb"] > 2 * MB
+        # what per-broker quotas allow: up to 3x, as fast as the load thread can send (it measured 2.39x and
+        # 1.87x on a slow machine sharing its cores with another test module); 1.5x the cluster-wide quota's
+        # rate is a contrast no cluster-wide quota held within 10 % allows
+        assert rates["pb"] > 1.5 * MB
     finally:
         for load in loads:
             load.stop()
