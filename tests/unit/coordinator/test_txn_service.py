@@ -160,6 +160,13 @@ class Rig:
     def state(self, txn: str = "tx") -> TxnState:
         return self.shard.txns[txn].state
 
+    async def commit_with_markers_held(self) -> tpb.EndTxnResponse:
+        """A V2 transaction on T0 committed while its markers wait for ``markers.gate``: PrepareCommit."""
+        init = await self.init()
+        await self.add(init.producer_id, 0, [T0])
+        self.markers.gate = asyncio.Event()
+        return await self.end(init.producer_id, 0, True, version=2)
+
     async def settle(self) -> None:
         """Let background marker tasks run to completion."""
         for _ in range(50):
@@ -488,10 +495,7 @@ def test_the_next_transactions_first_partition_is_written_with_the_completion() 
     the last one are written, waits and is appended in the completion's write (one acks=all append fewer)."""
     async def scenario() -> None:
         r = Rig()
-        init = await r.init()
-        await r.add(init.producer_id, 0, [T0])
-        r.markers.gate = asyncio.Event()
-        end = await r.end(init.producer_id, 0, True, version=2)
+        end = await r.commit_with_markers_held()
         writes = len(r.rt.appends)
         adds = [asyncio.ensure_future(r.add(end.producer_id, end.producer_epoch, [tp])) for tp in (T1, T0)]
         await asyncio.sleep(0.01)
@@ -508,10 +512,7 @@ def test_the_next_transactions_first_partition_is_written_with_the_completion() 
 def test_a_rider_of_a_completion_that_fails_is_answered_concurrent_transactions() -> None:
     async def scenario() -> None:
         r = Rig()
-        init = await r.init()
-        await r.add(init.producer_id, 0, [T0])
-        r.markers.gate = asyncio.Event()
-        end = await r.end(init.producer_id, 0, True, version=2)
+        end = await r.commit_with_markers_held()
         add = asyncio.ensure_future(r.add(end.producer_id, end.producer_epoch, [T1]))
         await asyncio.sleep(0.01)
         r.rt.fail_writes = fail(E.NOT_ENOUGH_REPLICAS, "ISR too small")
