@@ -42,11 +42,12 @@ def kafka_security(settings: dict[str, Any]) -> dict[str, str]:
 
 
 class BrokerCpu:
-    """CPU seconds (user + system) the local brokers of cluster.json spent between start() and stop()."""
+    """CPU seconds (user + system) the local brokers (or the services of another ``role``) of cluster.json
+    spent between start() and stop()."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, role: str = "broker") -> None:
         info = read_cluster_file(os.path.abspath(data_dir)) or {}
-        self.pids = [int(p["pid"]) for p in info.get("processes", []) if p.get("role") == "broker" and p.get("pid")]
+        self.pids = [int(p["pid"]) for p in info.get("processes", []) if p.get("role") == role and p.get("pid")]
         self.tick = os.sysconf("SC_CLK_TCK")
         self._start = 0.0
         self.seconds: float | None = None
