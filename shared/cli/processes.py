@@ -29,7 +29,7 @@ def pid_alive(pid: int) -> bool:
     try:  # a zombie is not alive
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):  # gone meanwhile: the read of a just-reaped process's stat is ESRCH
         return False
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from shared.client.futures import KafkaTimeoutError, ProduceRequestResult
 from shared.client.producer_batch import ProducerBatch
@@ -69,8 +70,9 @@ class RecordAccumulator:
                     raise KafkaTimeoutError(f"buffer_memory ({self.buffer_memory} bytes) still full after {timeout_s}s")
                 self.space.wait(remaining)
 
-    def drain_ready(self, now: float, muted: set[TopicPartition],
-                    expire_s: float) -> tuple[list[ProducerBatch], list[ProducerBatch], float]:
+    def drain_ready(self, now: float, muted: set[TopicPartition], expire_s: float,
+                    held: Callable[[TopicPartition], bool] | None = None,
+                    ) -> tuple[list[ProducerBatch], list[ProducerBatch], float]:
         """Pop every sendable batch (full, lingered, flushing or closing) and, muted or not, every unsent
         batch created more than ``expire_s`` ago (Kafka's expiredBatches: delivery.timeout.ms bounds the
         time to success or failure, so a batch that waited out its deadline is never sent); also the next
@@ -81,7 +83,7 @@ class RecordAccumulator:
         with self.lock:
             for tp, dq in self.batches.items():
                 _pop_expired(dq, now, expire_s, expired)
-                if not dq or tp in muted:
+                if not dq or tp in muted or (held is not None and held(tp)):
                     continue
                 b = dq[0]
                 waited = now - b.created

@@ -103,6 +103,10 @@ class ProducerState(Protocol):
     def before_drain(self) -> set[TopicPartition]:
         """Called by the sender thread before each drain: the partitions whose batches must wait."""
 
+    def held(self, tp: TopicPartition) -> bool:
+        """Asked as ``tp``'s batch is drained: must it wait (V1: not yet added to the transaction)? Asked
+        then, not before the drain, so a partition the application first sends to meanwhile waits too."""
+
 
 class IdempotenceState:
     """Producer id, sequence numbers and in-flight counts of every partition, guarded by ``lock``."""
@@ -250,6 +254,9 @@ class IdempotenceState:
 
     def before_drain(self) -> set[TopicPartition]:
         return _NOTHING
+
+    def held(self, tp: TopicPartition) -> bool:
+        return False
 
     def next_sequence(self, tp: TopicPartition) -> int:
         with self.lock:

@@ -663,3 +663,10 @@ class TransactionManager(IdempotenceState):
         with self.lock:
             self._pending_add -= pending - retry
         return retry
+
+    def held(self, tp: TopicPartition) -> bool:
+        """V1: ``tp`` is not yet added to the transaction. The sender asks as it drains ``tp``'s batch:
+        a partition first sent to while ``before_drain`` was adding others is not in what it returned,
+        and its batch must not reach the leader before AddPartitionsToTxn (the leader's verification
+        would answer TRANSACTION_ABORTABLE)."""
+        return tp in self._pending_add

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from shared.cli import processes
 from shared.cli.processes import is_same_process, start_time, stop_phases, stop_processes
 
 
@@ -46,3 +49,13 @@ def test_stop_processes_never_signals_a_reused_pid_and_returns_when_all_have_exi
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_process_reaped_between_the_signal_and_the_stat_read_is_not_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI failure of 5 December: reading /proc/PID/stat of a process reaped just after kill(pid, 0)
+    # raises ESRCH (ProcessLookupError), which stopping a cluster let escape.
+    def gone(*_a: object, **_k: object) -> None:
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(processes, "open", gone, raising=False)
+    assert processes.pid_alive(os.getpid()) is False

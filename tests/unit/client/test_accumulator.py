@@ -44,3 +44,16 @@ def test_a_retry_back_at_the_head_expires_on_its_first_creation_time() -> None:
     acc.reenqueue(ready[0])  # the attempt timed out; the batch waits for its retry
     ready, expired, _ = acc.drain_ready(now=1.3, muted=set(), expire_s=1.2)
     assert ready == [] and len(expired) == 1
+
+
+def test_a_held_partition_is_asked_as_it_is_drained_and_waits() -> None:
+    acc = _accumulator((TP, 1.0), (OTHER, 1.0))
+    asked: list[TopicPartition] = []
+
+    def held(tp: TopicPartition) -> bool:
+        asked.append(tp)
+        return tp == OTHER
+
+    ready, expired, _ = acc.drain_ready(now=1.1, muted=set(), expire_s=1.2, held=held)
+    assert [b.tp for b in ready] == [TP] and expired == [] and sorted(asked) == [TP, OTHER]
+    assert [b.tp for b in acc.batches[OTHER]] == [OTHER]

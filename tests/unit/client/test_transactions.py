@@ -304,6 +304,25 @@ def test_v1_adds_partitions_before_draining_and_bumps_the_epoch_after_an_unknown
     assert (tm.state, tm.producer_epoch, tm.next_sequence(TP0)) == (S.READY, 4, 0)
 
 
+def test_v1_a_partition_first_sent_to_while_others_are_being_added_waits_for_its_own_add() -> None:
+    # CI failure of 5 December: the sender drained TP1's batch on a snapshot taken before the
+    # application's send added TP1, so the leader saw it before AddPartitionsToTxn and answered
+    # TRANSACTION_ABORTABLE. The sender now asks ``held`` as it drains each batch.
+    tm, coord = manager(1, AddPartitionsToTxn=[tpb.AddPartitionsToTxnResponse(results=[tpb.TxnTopicResult(
+        name="t", partitions=[tpb.TxnPartitionResult(partition=0)])])])
+    tm.begin_transaction()
+    tm.maybe_add_partition(TP0)
+    real_call = coord.call
+
+    def call_while_the_application_sends(method: str, request: Any, deadline: float, **kw: Any) -> Any:
+        tm.maybe_add_partition(TP1)  # the application's send() on another thread, mid-request
+        return real_call(method, request, deadline, **kw)
+
+    coord.call = call_while_the_application_sends
+    assert tm.before_drain() == set()  # TP0 was added; TP1 was not asked for
+    assert (tm.held(TP0), tm.held(TP1)) == (False, True)
+
+
 def test_send_offsets_sends_add_offsets_then_the_members_commit() -> None:
     tm, coord = manager(AddOffsetsToTxn=[tpb.AddOffsetsToTxnResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)])
     tm.begin_transaction()
