@@ -21,6 +21,39 @@ os.environ.pop("COLUMNS", None)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = REPO + os.pathsep + os.environ.get("PYTHONPATH", "")
 
+#: Modules that share one Spark session (test_spark.py's ``spark`` fixture, one per worker process): with
+#: ``--dist loadfile`` they form one unit of work, so the run starts one Spark (~20 s) and warms its Python
+#: workers (~15 s on the first query) once, not once per worker that happens to draw one of them.
+SPARK_UNIT = "tests/integration/test_spark*"
+
+
+def _is_spark_module(path: str) -> bool:
+    return os.path.basename(path).startswith("test_spark")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the Spark modules as one unit, sent first (the longest unit), and the other
+    modules in collection order (``pytest_collection_modifyitems``): the integration modules, then the
+    short unit modules, which fill the end. xdist's own order (most tests first) sent the unit modules first
+    and left the long integration modules for the end."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SPARK_UNIT if _is_spark_module(scope) else scope
+
+    config.option.loadscopereorder = False
+    return SparkTogether(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Spark modules first (see ``pytest_xdist_make_scheduler``); every other test keeps its place."""
+    items.sort(key=lambda item: not _is_spark_module(item.nodeid.split("::", 1)[0]))
+
+
 # Tests use a short session timeout so failover tests stay quick (etcd's minimum lease TTL is ~2 s).
 TEST_SESSION_TIMEOUT_MS = 3000
 
