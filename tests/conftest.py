@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import time
@@ -52,6 +53,40 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The Spark modules first (see ``pytest_xdist_make_scheduler``); every other test keeps its place."""
     items.sort(key=lambda item: not _is_spark_module(item.nodeid.split("::", 1)[0]))
+
+
+#: Beyond pytest-timeout's limit (``timeout`` in pyproject.toml) by this much, a test is stuck where the
+#: timeout's SIGALRM cannot reach it: in C code that resumes its wait after a signal (confluent-kafka's
+#: ``Consumer.consume`` with a long timeout is one, measured). faulthandler's watchdog thread needs neither
+#: the GIL nor the main thread: it prints every thread's stack and ends the process, which pytest-xdist
+#: reports as the test that crashed its worker, and the run goes on in a new worker instead of hanging.
+HANG_GRACE_S = 120.0
+_hang_fd: int | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _hang_fd
+    # The real stderr, kept before a test's capture redirects fd 2: the stacks must reach the run's log.
+    _hang_fd = os.dup(2)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 300)
+    if _hang_fd is not None and limit > 0:
+        faulthandler.dump_traceback_later(limit + HANG_GRACE_S, exit=True, file=_hang_fd)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A pytest-xdist worker has sent its last report by now; if it then cannot exit (a library's non-daemon
+    # thread, a stuck atexit hook), its stacks are printed and it ends instead of holding the run open.
+    if _hang_fd is not None and hasattr(config, "workerinput"):
+        faulthandler.dump_traceback_later(HANG_GRACE_S, exit=True, file=_hang_fd)
 
 
 # Tests use a short session timeout so failover tests stay quick (etcd's minimum lease TTL is ~2 s).
