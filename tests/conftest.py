@@ -70,10 +70,24 @@ def pytest_configure(config: pytest.Config) -> None:
     _hang_fd = os.dup(2)
 
 
+def _timeout_of(item: pytest.Item) -> float:
+    """pytest-timeout's limit for ``item``, in its order: the ``timeout`` marker (positional or keyword),
+    then ``--timeout`` on the command line, then the ini's ``timeout`` (300 s if neither is set)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        if marker.args:
+            return float(marker.args[0])
+        if marker.kwargs.get("timeout") is not None:
+            return float(marker.kwargs["timeout"])
+    cli = item.config.getoption("timeout", None)
+    if cli is not None:
+        return float(cli)
+    return float(item.config.getini("timeout") or 300)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    marker = item.get_closest_marker("timeout")
-    limit = float(marker.args[0]) if marker and marker.args else float(item.config.getini("timeout") or 300)
+    limit = _timeout_of(item)
     if _hang_fd is not None and limit > 0:
         faulthandler.dump_traceback_later(limit + HANG_GRACE_S, exit=True, file=_hang_fd)
     try:
