@@ -101,9 +101,12 @@ async def complete(b: BrokerApi, pending: PendingProduce) -> dict[TopicPartition
 
 
 def ready(b: BrokerApi, pending: PendingProduce) -> dict[TopicPartition, ProduceResult] | None:
-    """The results at once when nothing waits for replication (acks 0/1): no task, no loop turn."""
-    if pending.waits:
-        return None
+    """The results at once when nothing waits for replication: acks 0/1, or acks=all appends the high
+    watermark already covers (an ISR of the leader alone, as ``wait_for_hw`` would answer at once): no task,
+    no loop turn."""
+    for _, part, offset, epoch in pending.waits:
+        if not (part.high_watermark >= offset and part.is_leader and part.leader_epoch == epoch):
+            return None
     _done(b, pending, 0.0)
     return pending.results
 
