@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.cli.launcher import ClusterSpec, LocalCluster, Proc
+from shared.cli.launcher import ClusterSpec, LaunchError, LocalCluster, Proc
 
 # pytest-xdist sets COLUMNS=80 in its workers, and the CLI's tables honour COLUMNS (shared/cli/console.py):
 # tests read whole cells, as a pipe or a file gets them.
@@ -135,11 +135,18 @@ class Cluster:
         raise AssertionError(f"no REST endpoint answered: {last}")
 
     def restart(self, role: str, ident: int) -> Proc:
-        """Start a stopped service again on the same port (as a fixed-port deployment would)."""
+        """Start a stopped service again on the same port (as a fixed-port deployment would); on another one
+        if some other socket took that port meanwhile (an ephemeral port: a test's bind failed on one)."""
         old = self.proc(role, ident)
         port = int(old.address.rpartition(":")[2]) if old.address else 0
         proc = self.lc.start_service(role, ident, port)
-        self.lc.wait_ready([proc], 30)
+        try:
+            self.lc.wait_ready([proc], 30)
+        except LaunchError as exc:
+            if not port or "Failed to bind to address" not in str(exc):
+                raise
+            proc = self.lc.start_service(role, ident, 0)
+            self.lc.wait_ready([proc], 30)
         return proc
 
 
