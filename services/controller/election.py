@@ -133,16 +133,28 @@ class ControllerElection:
         last_refresh = time.monotonic()
         try:
             while not self._lost.is_set():
-                # Heartbeat through the fence first: after a pause this is the first thing that runs.
-                await self.write(
-                    [self.store.op_put(self.store.keys.controller_heartbeat(),
-                                       {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})]
-                )
-                if time.monotonic() - last_refresh >= self.ttl_s / 3:
-                    if not await self.store.refresh(self._lease):
-                        log.warning("controller lease expired, stepping down", extra={"epoch": epoch})
+                try:
+                    # Heartbeat through the fence first: after a pause this is the first thing that runs.
+                    await self.write(
+                        [self.store.op_put(self.store.keys.controller_heartbeat(),
+                                           {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})]
+                    )
+                    if time.monotonic() - last_refresh >= self.ttl_s / 3:
+                        if not await self.store.refresh(self._lease):
+                            log.warning("controller lease expired, stepping down", extra={"epoch": epoch})
+                            break
+                        last_refresh = time.monotonic()
+                except FencedError:
+                    raise
+                except Exception as exc:
+                    # etcd slow to answer or briefly unreachable. Every write stays fenced by the epoch, so
+                    # the role is kept until the lease may have run out: stepping down at once would leave
+                    # the cluster without a controller until this controller's own key expired.
+                    if time.monotonic() - last_refresh >= self.ttl_s:
+                        log.warning("etcd unreachable for the session timeout, stepping down",
+                                    extra={"epoch": epoch, "error": str(exc)})
                         break
-                    last_refresh = time.monotonic()
+                    log.warning("controller heartbeat failed, retrying", extra={"epoch": epoch, "error": str(exc)})
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._lost.wait(), self.tick_s)
         except FencedError:

@@ -1,0 +1,128 @@
+"""The active controller's loop keeps its role through a brief etcd failure (its writes stay fenced by
+the epoch) and gives it up once the lease may have expired, or at once when fenced or the lease is gone.
+
+The store is an in-memory stand-in with the five calls the loop makes; the etcd behaviour itself (create
+revisions, guarded transactions, leases) is covered against a real etcd by the integration suite."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import SimpleNamespace
+from typing import Any
+
+from services.controller.election import ControllerElection, ControllerIdentity
+
+
+class Store:
+    def __init__(self) -> None:
+        self.keys = SimpleNamespace(controller=lambda: b"/c", controller_heartbeat=lambda: b"/c/hb")
+        self.holder: tuple[dict[str, Any], int] | None = None
+        self.fail: type[BaseException] | None = None  # raised by every heartbeat write while set
+        self.lease_alive = True
+        self.heartbeats = 0
+
+    async def lease(self, ttl: int) -> object:
+        return SimpleNamespace(revoke=self._noop)
+
+    async def _noop(self) -> None:
+        return None
+
+    async def create(self, key: bytes, value: dict[str, Any], lease: object) -> tuple[bool, int]:
+        if self.holder is not None:
+            return False, 0
+        self.holder = (value, 7)
+        return True, 7
+
+    async def get(self, key: bytes) -> tuple[dict[str, Any], int, int] | None:
+        return None if self.holder is None else (self.holder[0], self.holder[1], 0)
+
+    def op_put(self, key: bytes, value: object) -> tuple[bytes, object]:
+        return key, value
+
+    async def guarded_txn(self, key: bytes, epoch: int, ops: list[Any], compares: list[Any] | None) -> bool:
+        if self.fail is not None:
+            raise self.fail("etcd: deadline exceeded")
+        self.heartbeats += 1
+        return self.holder is not None and self.holder[1] == epoch
+
+    async def delete_if_created(self, key: bytes, create_revision: int) -> bool:
+        if self.holder is not None and self.holder[1] == create_revision:
+            self.holder = None
+            return True
+        return False
+
+    async def refresh(self, lease: object) -> bool:
+        if self.fail is not None:
+            raise self.fail("etcd: unavailable")
+        return self.lease_alive
+
+
+async def _run(store: Store, steps: Any, ttl_s: int = 1) -> list[tuple[bool, int]]:
+    changes: list[tuple[bool, int]] = []
+    election = ControllerElection(store, ControllerIdentity(1, "127.0.0.1:1", ""), ttl_s=ttl_s, tick_s=0.02,  # type: ignore[arg-type]
+                                  on_change=lambda active, epoch: changes.append((active, epoch)))
+    task = asyncio.create_task(election.run())
+    try:
+        await steps(election)
+        seen = list(changes)  # before the cancel below, which ends the role too
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return seen
+
+
+async def _until(cond: Any, timeout: float = 3.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.01)
+
+
+def test_a_brief_etcd_failure_keeps_the_role_and_its_epoch() -> None:
+    store = Store()
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: store.heartbeats >= 2)
+        store.fail = ConnectionError
+        await asyncio.sleep(0.3)  # under the 1 s session timeout
+        assert e.active and e.epoch == 7
+        store.fail = None
+        seen = store.heartbeats
+        await _until(lambda: store.heartbeats > seen + 2)
+        assert e.epoch == 7
+
+    assert asyncio.run(_run(store, steps)) == [(True, 7)]
+
+
+def test_etcd_unreachable_past_the_session_timeout_steps_down() -> None:
+    store = Store()
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: e.active)
+        store.fail = ConnectionError
+        await _until(lambda: not e.active)
+
+    assert asyncio.run(_run(store, steps))[:2] == [(True, 7), (False, 7)]
+
+
+def test_a_fenced_heartbeat_steps_down_at_once() -> None:
+    store = Store()
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: e.active)
+        store.holder = ({"id": 2}, 9)  # another controller's key: the guarded write is refused
+        await _until(lambda: not e.active, timeout=10)  # the session timeout is 30 s
+
+    assert asyncio.run(_run(store, steps, ttl_s=30))[:2] == [(True, 7), (False, 7)]
+
+
+def test_an_expired_lease_steps_down() -> None:
+    store = Store()
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: e.active)
+        store.lease_alive = False
+        await _until(lambda: not e.active)
+
+    assert asyncio.run(_run(store, steps))[:2] == [(True, 7), (False, 7)]
