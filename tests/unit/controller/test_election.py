@@ -11,6 +11,8 @@ import contextlib
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from services.controller.election import ControllerElection, ControllerIdentity
 
 
@@ -95,34 +97,23 @@ def test_a_brief_etcd_failure_keeps_the_role_and_its_epoch() -> None:
     assert asyncio.run(_run(store, steps)) == [(True, 7)]
 
 
-def test_etcd_unreachable_past_the_session_timeout_steps_down() -> None:
-    store = Store()
-
-    async def steps(e: ControllerElection) -> None:
-        await _until(lambda: e.active)
+def _break(store: Store, how: str) -> None:
+    if how == "etcd unreachable":  # for longer than the 1 s session timeout
         store.fail = ConnectionError
-        await _until(lambda: not e.active)
-
-    assert asyncio.run(_run(store, steps))[:2] == [(True, 7), (False, 7)]
-
-
-def test_a_fenced_heartbeat_steps_down_at_once() -> None:
-    store = Store()
-
-    async def steps(e: ControllerElection) -> None:
-        await _until(lambda: e.active)
-        store.holder = ({"id": 2}, 9)  # another controller's key: the guarded write is refused
-        await _until(lambda: not e.active, timeout=10)  # the session timeout is 30 s
-
-    assert asyncio.run(_run(store, steps, ttl_s=30))[:2] == [(True, 7), (False, 7)]
-
-
-def test_an_expired_lease_steps_down() -> None:
-    store = Store()
-
-    async def steps(e: ControllerElection) -> None:
-        await _until(lambda: e.active)
+    elif how == "fenced":  # another controller's key: the guarded write is refused
+        store.holder = ({"id": 2}, 9)
+    else:  # the lease is gone
         store.lease_alive = False
-        await _until(lambda: not e.active)
 
-    assert asyncio.run(_run(store, steps))[:2] == [(True, 7), (False, 7)]
+
+@pytest.mark.parametrize("how,ttl_s", [("etcd unreachable", 1), ("lease expired", 1),
+                                       ("fenced", 30)])  # fenced: at once, long before a 30 s session timeout
+def test_the_role_is_given_up(how: str, ttl_s: int) -> None:
+    store = Store()
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: e.active)
+        _break(store, how)
+        await _until(lambda: not e.active, timeout=10)
+
+    assert asyncio.run(_run(store, steps, ttl_s=ttl_s))[:2] == [(True, 7), (False, 7)]
