@@ -7,6 +7,8 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -67,28 +69,56 @@ def _baseline_parquet(path: str, records: int, record_size: int, first: int = 0,
             w.write_batch(pa.record_batch([column(keys), column(vals)], schema=schema))
 
 
-def _time_baseline(spark: object, records: int, record_size: int, files: int) -> dict[str, float]:
-    """Spark's own Parquet -> Parquet copy of the same rows: the physical limit for topic -> Parquet.
-    The rows are in one file per topic partition, so Spark reads them with as many tasks."""
-    tmp = tempfile.mkdtemp(prefix="tidelog-bench-baseline-")
-    try:
-        src = os.path.join(tmp, "in")
-        os.mkdir(src)
-        per = -(-records // files)
-        for i, first in enumerate(range(0, records, per)):
-            _baseline_parquet(os.path.join(src, f"part-{i}.parquet"), min(per, records - first), record_size, first)
-        df = spark.read.parquet(src)  # type: ignore[attr-defined]
-        out = os.path.join(tmp, "out")
-        t0 = time.perf_counter()
-        df.write.mode("overwrite").parquet(out)
-        first_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        df.write.mode("overwrite").parquet(out)
-        copy_s = time.perf_counter() - t0
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def _baseline_input(directory: str, records: int, record_size: int, files: int) -> str:
+    """The rows of the topic (key, value) as ``files`` Parquet files (one per topic partition, so Spark
+    reads them with as many tasks) under ``directory``/in; returns that directory."""
+    src = os.path.join(directory, "in")
+    os.mkdir(src)
+    per = -(-records // files)
+    for i, first in enumerate(range(0, records, per)):
+        _baseline_parquet(os.path.join(src, f"part-{i}.parquet"), min(per, records - first), record_size, first)
+    return src
+
+
+def _timed_twice(action: Callable[[], object]) -> tuple[float, float]:
+    """Seconds of a first run of ``action`` (which also warms the JVM's code for it) and of a second one."""
+    t0 = time.perf_counter()
+    action()
+    first_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    action()
+    return first_s, time.perf_counter() - t0
+
+
+def _time_baseline(spark: Any, src: str, out: str, records: int, record_size: int) -> dict[str, float]:
+    """Spark's own Parquet -> Parquet copy of the same rows: the physical limit for topic -> Parquet and
+    for DataFrame -> topic."""
+    df = spark.read.parquet(src)
+    first_s, copy_s = _timed_twice(lambda: df.write.mode("overwrite").parquet(out))
     return {"baseline_first_seconds": first_s, "baseline_seconds": copy_s,
             "baseline_records_per_s": records / copy_s, "baseline_mb_per_s": records * record_size / copy_s / 1e6}
+
+
+def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions: int, settings: dict[str, Any],
+                      records: int, record_size: int) -> dict[str, float]:
+    """DataFrame -> topic: the same Parquet rows written to a new topic through the ``tidelog`` sink (at least
+    once, its defaults: acks=all, 1 MiB batches, ``Producer.send_batch`` per Arrow batch), twice; the topic is
+    deleted afterwards."""
+    from pipelines.tidelog_source.security import spark_options
+
+    admin = Admin(servers, **settings)
+    admin.create_topic(topic, partitions=partitions, configs={"max.message.bytes": str(8 << 20)})
+    try:
+        writer = (spark.read.parquet(src).write.format("tidelog").options(**spark_options(settings))
+                  .option("bootstrap.servers", servers).option("topic", topic).mode("append"))
+        first_s, write_s = _timed_twice(writer.save)
+    finally:
+        try:
+            admin.delete_topic(topic)
+        finally:
+            admin.close()
+    return {"write_first_seconds": first_s, "write_seconds": write_s, "write_records_per_s": records / write_s,
+            "write_mb_per_s": records * record_size / write_s / 1e6}
 
 
 @click.command("spark")
@@ -99,16 +129,22 @@ def _time_baseline(spark: object, records: int, record_size: int, files: int) ->
 @click.option("--master", default="local[2]", show_default=True)
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="also time Spark's own Parquet -> Parquet copy of the same rows (the physical limit)")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="with the baseline, also time DataFrame -> topic: its Parquet rows written to a new topic "
+                   "through the tidelog sink (deleted afterwards)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, baseline: bool,
-                as_json: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
-    """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet.
+                write: bool, as_json: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+    """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet,
+    and (--write) the same rows written from a DataFrame to a new topic.
 
     The first count() and the first Parquet write are reported apart: they also start Spark's Python
     workers and warm the JVM. With --baseline (the default) the same rows (key, value) are also
     written to a Parquet file and Spark's own Parquet -> Parquet copy of them is timed the same way
-    (second write reported): topic -> Parquet is reported as a fraction of it.
+    (second write reported): topic -> Parquet is reported as a fraction of it, and so is DataFrame ->
+    topic (those Parquet rows read by Spark and written through the ``tidelog`` sink, second write
+    reported).
     """
     from pipelines.spark import local_session
     from pipelines.tidelog_source.security import spark_options
@@ -127,18 +163,20 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     t0 = time.perf_counter()
     n = df.count()
     count_s = time.perf_counter() - t0
-    out = tempfile.mkdtemp(prefix="tidelog-bench-parquet-")
+    tmp = tempfile.mkdtemp(prefix="tidelog-bench-spark-")
     try:
         # The first write also warms the JVM's Parquet writer code; the second is reported as the figure.
-        t0 = time.perf_counter()
-        df.write.mode("overwrite").parquet(out)
-        first_parquet_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        df.write.mode("overwrite").parquet(out)
-        parquet_s = time.perf_counter() - t0
-        base = _time_baseline(spark, n, record_size, partitions) if baseline else {}
+        first_parquet_s, parquet_s = _timed_twice(
+            lambda: df.write.mode("overwrite").parquet(os.path.join(tmp, "from-topic")))
+        base: dict[str, float] = {}
+        if baseline:
+            src = _baseline_input(tmp, n, record_size, partitions)
+            base = _time_baseline(spark, src, os.path.join(tmp, "copy"), n, record_size)
+            if write:
+                base |= _time_topic_write(spark, src, servers, f"{topic}-write-{uuid.uuid4().hex[:8]}", partitions,
+                                          settings, n, record_size)
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     res = {"records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
            "first_count_seconds": cold_s, "first_count_records_per_s": n / cold_s,
@@ -149,6 +187,8 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
            **base}
     if base:
         res["parquet_vs_baseline"] = base["baseline_seconds"] / parquet_s
+    if "write_seconds" in base:
+        res["write_vs_baseline"] = base["baseline_seconds"] / base["write_seconds"]
     if as_json:
         click.echo(json.dumps(res))
     else:
@@ -160,3 +200,8 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
             click.echo(f"Baseline, Spark Parquet -> Parquet:   {n} records in {base['baseline_seconds']:.1f}s = "
                        f"{base['baseline_records_per_s']:,.0f} records/s ({base['baseline_mb_per_s']:.0f} MB/s); "
                        f"topic -> Parquet = {res['parquet_vs_baseline']:.2f}x of it")
+        if "write_seconds" in base:
+            click.echo(f"DataFrame -> topic, first write:      {n} records in {base['write_first_seconds']:.1f}s\n"
+                       f"DataFrame -> topic, second write:     {n} records in {base['write_seconds']:.1f}s = "
+                       f"{base['write_records_per_s']:,.0f} records/s ({base['write_mb_per_s']:.0f} MB/s); "
+                       f"{res['write_vs_baseline']:.2f}x of the Parquet copy")
