@@ -130,40 +130,65 @@ class ControllerElection:
         log.info("became active controller", extra={"epoch": epoch})
         if self.on_change:
             self.on_change(True, epoch)
-        last_refresh = time.monotonic()
+        keepalive = asyncio.create_task(self._keep_lease(epoch), name="controller lease keepalive")
         try:
             while not self._lost.is_set():
                 try:
                     # Heartbeat through the fence first: after a pause this is the first thing that runs.
-                    await self.write(
+                    await asyncio.wait_for(self.write(
                         [self.store.op_put(self.store.keys.controller_heartbeat(),
                                            {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})]
-                    )
-                    if time.monotonic() - last_refresh >= self.ttl_s / 3:
-                        if not await self.store.refresh(self._lease):
-                            log.warning("controller lease expired, stepping down", extra={"epoch": epoch})
-                            break
-                        last_refresh = time.monotonic()
+                    ), self.ttl_s)
                 except FencedError:
                     raise
-                except Exception as exc:
-                    # etcd slow to answer or briefly unreachable. Every write stays fenced by the epoch, so
-                    # the role is kept until the lease may have run out: stepping down at once would leave
-                    # the cluster without a controller until this controller's own key expired.
-                    if time.monotonic() - last_refresh >= self.ttl_s:
-                        log.warning("etcd unreachable for the session timeout, stepping down",
-                                    extra={"epoch": epoch, "error": str(exc)})
-                        break
-                    log.warning("controller heartbeat failed, retrying", extra={"epoch": epoch, "error": str(exc)})
+                except Exception as exc:  # TimeoutError included
+                    # etcd slow to answer or briefly unreachable: every write stays fenced by the epoch, and
+                    # the lease's own task decides when the role is lost.
+                    log.warning("controller heartbeat failed, retrying",
+                                extra={"epoch": epoch, "error": str(exc) or type(exc).__name__})
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._lost.wait(), self.tick_s)
         except FencedError:
             pass
         finally:
+            keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keepalive
             self.epoch = 0
             if self.on_change:
                 self.on_change(False, epoch)
             log.info("no longer active controller", extra={"epoch": epoch})
+
+    async def _keep_lease(self, epoch: int) -> None:
+        """Refresh the controller's lease every third of the session timeout, on its own: a slow heartbeat
+        write (etcd's fsync on a loaded disk) no longer delays the refresh until the lease expires. A
+        refresh is bounded by that interval and a failed one is tried again at once; the role is given up
+        (``_lost``) when the lease is gone, or when no refresh has succeeded for the session timeout
+        (stepping down at a transient error would leave the cluster without a controller until this
+        controller's own key expired)."""
+        interval = max(self.ttl_s / 3, 0.3)
+        last_ok = time.monotonic()
+        next_try = last_ok + interval
+        while not self._lost.is_set():
+            await asyncio.sleep(max(0.0, next_try - time.monotonic()))
+            try:
+                alive = await asyncio.wait_for(self.store.refresh(self._lease), interval)
+            except Exception as exc:  # TimeoutError included
+                error = str(exc) or type(exc).__name__
+                if time.monotonic() - last_ok >= self.ttl_s:
+                    log.warning("etcd unreachable for the session timeout, stepping down",
+                                extra={"epoch": epoch, "error": error})
+                    self._lost.set()
+                    return
+                log.warning("controller lease refresh failed, retrying", extra={"epoch": epoch, "error": error})
+                next_try = time.monotonic() + min(0.1, interval)
+                continue
+            if not alive:
+                log.warning("controller lease expired, stepping down", extra={"epoch": epoch})
+                self._lost.set()
+                return
+            last_ok = time.monotonic()
+            next_try = last_ok + interval
 
     async def resign(self) -> None:
         """Give up the role at once (clean shutdown) so a standby takes over without waiting."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +24,9 @@ class Store:
         self.fail: type[BaseException] | None = None  # raised by every heartbeat write while set
         self.lease_alive = True
         self.heartbeats = 0
+        self.ttl_s = 0.0  # > 0: the lease expires when not refreshed for this long, as etcd's does
+        self.refreshed = time.monotonic()
+        self.write_delay = 0.0  # seconds each heartbeat write takes (etcd's fsync on a loaded disk)
 
     async def lease(self, ttl: int) -> object:
         return SimpleNamespace(revoke=self._noop)
@@ -43,6 +47,7 @@ class Store:
         return key, value
 
     async def guarded_txn(self, key: bytes, epoch: int, ops: list[Any], compares: list[Any] | None) -> bool:
+        await asyncio.sleep(self.write_delay)
         if self.fail is not None:
             raise self.fail("etcd: deadline exceeded")
         self.heartbeats += 1
@@ -57,6 +62,9 @@ class Store:
     async def refresh(self, lease: object) -> bool:
         if self.fail is not None:
             raise self.fail("etcd: unavailable")
+        if self.ttl_s and time.monotonic() - self.refreshed > self.ttl_s:
+            self.lease_alive = False
+        self.refreshed = time.monotonic()
         return self.lease_alive
 
 
@@ -93,6 +101,19 @@ def test_a_brief_etcd_failure_keeps_the_role_and_its_epoch() -> None:
         seen = store.heartbeats
         await _until(lambda: store.heartbeats > seen + 2)
         assert e.epoch == 7
+
+    assert asyncio.run(_run(store, steps)) == [(True, 7)]
+
+
+def test_heartbeat_writes_slower_than_the_session_timeout_do_not_cost_the_lease() -> None:
+    store = Store()
+    store.ttl_s = 1.0
+
+    async def steps(e: ControllerElection) -> None:
+        await _until(lambda: store.heartbeats >= 1)
+        store.write_delay = 1.5  # each write outlasts the lease: refreshed after one, it would have expired
+        await asyncio.sleep(3.2)
+        assert e.active and store.lease_alive
 
     assert asyncio.run(_run(store, steps)) == [(True, 7)]
 
