@@ -95,27 +95,27 @@ def test_a_brief_etcd_failure_keeps_the_role_and_its_epoch() -> None:
     async def steps(e: ControllerElection) -> None:
         await _until(lambda: store.heartbeats >= 2)
         store.fail = ConnectionError
-        await asyncio.sleep(0.3)  # under the 1 s session timeout
+        await asyncio.sleep(0.5)  # well under the 3 s session timeout
         assert e.active and e.epoch == 7
         store.fail = None
         seen = store.heartbeats
         await _until(lambda: store.heartbeats > seen + 2)
         assert e.epoch == 7
 
-    assert asyncio.run(_run(store, steps)) == [(True, 7)]
+    assert asyncio.run(_run(store, steps, ttl_s=3)) == [(True, 7)]
 
 
 def test_heartbeat_writes_slower_than_the_session_timeout_do_not_cost_the_lease() -> None:
     store = Store()
-    store.ttl_s = 1.0
+    store.ttl_s = 2.0
 
     async def steps(e: ControllerElection) -> None:
         await _until(lambda: store.heartbeats >= 1)
-        store.write_delay = 1.5  # each write outlasts the lease: refreshed after one, it would have expired
-        await asyncio.sleep(3.2)
+        store.write_delay = 2.5  # each write outlasts the lease: refreshed after one, it would have expired
+        await asyncio.sleep(5.5)
         assert e.active and store.lease_alive
 
-    assert asyncio.run(_run(store, steps)) == [(True, 7)]
+    assert asyncio.run(_run(store, steps, ttl_s=2)) == [(True, 7)]
 
 
 def _break(store: Store, how: str) -> None:
