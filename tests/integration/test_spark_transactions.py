@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 
 import pytest
@@ -80,6 +81,18 @@ def _committed_values(bootstrap: str, topic: str, n_partitions: int) -> list[str
     return sorted(out)
 
 
+def _committed_eventually(bootstrap: str, topic: str, n_partitions: int, expected: list[str],
+                          timeout: float = 20.0) -> list[str]:
+    """What a read_committed consumer sees, read again until it is ``expected`` or ``timeout`` has passed. A
+    commit returns once PrepareCommit is written, as Kafka's EndTxn does, and the markers that make the
+    records readable land just after: a reader right after the commit may still stop before them (a CI run
+    read 100 records of 200 so)."""
+    deadline = time.monotonic() + timeout
+    while (got := _committed_values(bootstrap, topic, n_partitions)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return got
+
+
 def test_sink_task_two_phase_commit_zombie_driver_retry_and_reruns(env) -> None:
     """One task of a micro-batch on the executor's and the driver's code paths, without Spark: an attempt
     killed mid-write (its transaction left open, the producer still alive: a zombie), the retry, the
@@ -119,7 +132,7 @@ def test_sink_task_two_phase_commit_zombie_driver_retry_and_reruns(env) -> None:
     assert end_transactions(opts, [first, None], commit=True) == 1
     assert end_transactions(opts, [first], commit=True) == 1  # sent again (the answer was lost): a retry, success
     assert end_transactions(opts, [first], commit=False) == 0  # a late abort is refused (best effort: no raise)
-    assert _committed_values(bootstrap, topic, 1) == sorted(rows)
+    assert _committed_eventually(bootstrap, topic, 1, sorted(rows)) == sorted(rows)
     again = write_exactly_once(opts, task, batches(rows))  # batch 7 re-run (driver restart after its commit)
     assert again.skipped and again.records == 0 and again.transaction is None
     with pytest.raises(TidelogError):  # the id moved on: an old EndTxn never ends a later transaction
@@ -133,7 +146,7 @@ def test_sink_task_two_phase_commit_zombie_driver_retry_and_reruns(env) -> None:
     with pytest.raises(TidelogError):  # the dead driver's handle: fenced
         end_transactions(opts, [lost], commit=True)
     assert end_transactions(opts, [redo], commit=True) == 1
-    assert _committed_values(bootstrap, topic, 1) == sorted(rows + rows8)
+    assert _committed_eventually(bootstrap, topic, 1, sorted(rows + rows8)) == sorted(rows + rows8)
     assert write_exactly_once(opts, task8, batches(rows8)).skipped
 
 
@@ -181,14 +194,14 @@ def test_streaming_sink_exactly_once_across_task_failure_and_batch_reruns(env, s
     q = _copy_stream(spark, bootstrap, source, sink, ck, prefix, flag)
     q.awaitTermination(120)
     assert q.exception() is None
-    assert _committed_values(bootstrap, sink, 2) == expected  # checked with the client's read_committed consumer
+    assert _committed_eventually(bootstrap, sink, 2, expected) == expected  # checked with the client's read_committed consumer
     # the driver dies after its commit() of batch 0 but before the commit log records it: run again (every
     # task finds batch 0 in the ledger and writes nothing)
     shutil.rmtree(os.path.join(ck, "commits"))
     q = _copy_stream(spark, bootstrap, source, sink, ck, prefix, flag)
     q.awaitTermination(120)
     assert q.exception() is None
-    assert _committed_values(bootstrap, sink, 2) == expected
+    assert _committed_eventually(bootstrap, sink, 2, expected) == expected
 
 
 def test_batch_write_exactly_once_commits_from_the_driver(env, spark, tmp_path) -> None:  # noqa: F811
@@ -217,4 +230,5 @@ def test_batch_write_exactly_once_commits_from_the_driver(env, spark, tmp_path) 
     assert _committed_values(bootstrap, topic, 2) == []  # the other task's transaction was aborted
     df.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
         .option("transactional.id.prefix", prefix).mode("append").save()
-    assert _committed_values(bootstrap, topic, 2) == sorted(f"w{i}" for i in range(400))
+    expected = sorted(f"w{i}" for i in range(400))
+    assert _committed_eventually(bootstrap, topic, 2, expected) == expected
