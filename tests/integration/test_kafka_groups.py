@@ -285,7 +285,9 @@ class KafkaPythonMember(threading.Thread):
                                       session_timeout_ms=CLASSIC_SESSION_MS, heartbeat_interval_ms=300)
         self.records: list[tuple[int, int, str]] = []
         self.assigned: list[int] = []
-        self.finish = threading.Event()  # commit what was consumed, then close
+        self.finish = threading.Event()  # commit what was consumed, then wait for ``leave`` and close
+        self.committed = threading.Event()
+        self.leave = threading.Event()
         self.error: BaseException | None = None
         self.start()
 
@@ -299,12 +301,27 @@ class KafkaPythonMember(threading.Thread):
         except BaseException as exc:  # reported by stop()
             self.error = exc
         finally:
+            self.committed.set()
+            self.leave.wait(30)
             self.consumer.close()
 
     def stop(self) -> None:
-        self.finish.set()
-        self.join(30)
-        assert not self.is_alive() and self.error is None, self.error
+        stop_members(self)
+
+
+def stop_members(*members: KafkaPythonMember) -> None:
+    """Every member commits, then every member leaves. A member that left starts a rebalance, and a commit
+    arriving meanwhile is refused with REBALANCE_IN_PROGRESS, as Kafka's coordinator refuses it (a CI run
+    stopped one member while the other had still to commit)."""
+    for m in members:
+        m.finish.set()
+    for m in members:
+        m.committed.wait(30)
+    for m in members:
+        m.leave.set()
+    for m in members:
+        m.join(30)
+        assert not m.is_alive() and m.error is None, m.error
 
 
 def test_kafka_python_group_splits_consumes_commits_and_resumes(kafka: Kafka) -> None:
@@ -319,8 +336,7 @@ def test_kafka_python_group_splits_consumes_commits_and_resumes(kafka: Kafka) ->
         for m in (a, b):
             assert {p for p, _, _ in m.records} == set(m.assigned)
     finally:
-        a.stop()
-        b.stop()
+        stop_members(a, b)
     assert committed(kafka, group, topic) == dict.fromkeys(range(PARTITIONS), 25)
 
     produce(kafka, topic, 8, start=100)

@@ -113,7 +113,11 @@ def test_a_quota_changed_at_runtime_applies_within_a_second(one_broker: Any) -> 
         t0 = time.monotonic()
         wait_for(lambda: load.producer.throttled_responses > 0, 2, interval=0.01, what="first throttled response")
         assert time.monotonic() - t0 < 1.0
-        wait_for(lambda: load.producer.throttled_responses > 20, 5, what="held at the quota")
+        # Held at the quota: throttled responses come every few ms once the overshoot of the seconds before
+        # the change is paid for. That first throttle is as long as the overshoot (capped at the quota
+        # window, 11 s): the faster the machine produced before the change, the longer (a fast CI run
+        # saw under 21 throttled responses in 5 s).
+        wait_for(lambda: load.producer.throttled_responses > 20, 15, what="held at the quota")
         base = usage.totals(PRODUCE)["rt"]
         alter(admin, {"client-id": "rt"}, producer_byte_rate=None)
         t1 = time.monotonic()
