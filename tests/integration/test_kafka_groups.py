@@ -310,9 +310,9 @@ class KafkaPythonMember(threading.Thread):
 
 
 def stop_members(*members: KafkaPythonMember) -> None:
-    """Every member commits, then every member leaves. A member that left starts a rebalance, and a commit
-    arriving meanwhile is refused with REBALANCE_IN_PROGRESS, as Kafka's coordinator refuses it (a CI run
-    stopped one member while the other had still to commit)."""
+    """Every member commits, then every member leaves. A member that left starts a rebalance: once the
+    others' heartbeats learn of it, kafka-python fails their commits itself (RebalanceInProgressError), as it
+    does against Kafka (a CI run stopped one member while the other had still to commit)."""
     for m in members:
         m.finish.set()
     for m in members:
