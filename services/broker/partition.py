@@ -96,6 +96,8 @@ class Partition:
             return  # an older state than one we already applied (e.g. our own AlterPartition result)
         if was_leader and (leader != self.broker_id or leader_epoch != old_epoch):
             self.fail_waiters()  # appends of the old epoch can no longer be acknowledged here
+        added = was_leader and not became_leader and leader == self.broker_id and \
+            any(r not in self.replicas for r in replicas)
         self.fenced = False
         self.leader_id = leader
         self.leader_epoch = leader_epoch
@@ -110,6 +112,11 @@ class Partition:
             self._notify()  # fetch sessions holding this partition re-read it (and attach the new states)
         elif not self.is_leader:
             self.followers = {}
+        elif added:
+            # A replica added back while its fetch session still holds this partition names nothing new: its
+            # state (forgotten when it was removed) is attached again only when the session reads the
+            # partition, which an idle partition would otherwise never make it do.
+            self._notify()
         self._maybe_advance_hw()
         self._check_lw_waiters()  # replicas or live brokers may have changed (metadata is applied here)
 

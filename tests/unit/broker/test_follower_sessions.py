@@ -93,3 +93,34 @@ def test_full_idle_and_incremental_requests(tmp_path) -> None:
 def request_free(session_id: int) -> bytes:
     """An empty response of ``session_id``."""
     return pb.FetchResponse(session_id=session_id).SerializeToString()
+
+
+def test_a_replica_removed_and_added_back_under_its_session_is_attached_again(tmp_path) -> None:
+    """The leader forgets a removed replica's state; when the replica is added back while its session still
+    holds the partition (its own metadata skipped the removal), the session must read the partition again so
+    the follower's state is attached anew and it can rejoin the ISR, although no record is appended."""
+    async def run() -> None:
+        rm = await leader_of_two(str(tmp_path))
+        stream = StreamFetchSession(rm)
+        resp, _ = answered(await stream.fetch(request(0, 0, [(0, 0), (1, 0)])))
+        sid = resp.session_id
+        rm.partitions[P0].append_as_leader(encode_batch([(int(time.time() * 1000), None, b"v", None)]), 1)
+        await stream.fetch(request(sid, 1, [(0, 1)]))  # caught up
+        brokers = rm.view.brokers
+
+        def view(replicas: list[int], isr: list[int], partition_epoch: int) -> ClusterView:
+            assign = {0: replicas, 1: [1, 2]}
+            return ClusterView(brokers=brokers, topics={"t": TopicRecord("t", "id", assign)},
+                               partitions={P0: PartitionState(1, 3, isr, partition_epoch),
+                                           P1: PartitionState(1, 3, [1, 2], 1)})
+
+        await rm.apply_metadata(view([1], [1], 2))
+        assert 2 not in rm.partitions[P0].followers
+        await rm.apply_metadata(view([1, 2], [1], 3))
+        for epoch in (2, 3):  # the follower's idle requests: it names nothing, its position has not moved
+            await stream.fetch(request(sid, epoch))
+        part = rm.partitions[P0]
+        assert 2 in part.followers and part.followers[2].log_end_offset == 1
+        assert part.isr_expansion_candidates(rm.replica_lag_time_max_ms) == [2]
+
+    asyncio.run(run())
