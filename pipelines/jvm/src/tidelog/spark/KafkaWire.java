@@ -59,6 +59,11 @@ final class KafkaWire implements Closeable {
 
     /** Send one request and return its response body (after the correlation id). */
     ByteBuffer call(short apiKey, short version, ByteBuffer body) throws IOException {
+        return receive(send(apiKey, version, body), apiKey);
+    }
+
+    /** Send one request (responses come back in order: Kafka answers a connection's requests in turn). */
+    int send(short apiKey, short version, ByteBuffer body) throws IOException {
         int id = ++correlation;
         byte[] client = "tidelog-spark-jvm".getBytes(StandardCharsets.UTF_8);
         int size = 2 + 2 + 4 + 2 + client.length + body.remaining();
@@ -70,6 +75,11 @@ final class KafkaWire implements Closeable {
         out.write(client);
         out.write(body.array(), body.arrayOffset() + body.position(), body.remaining());
         out.flush();
+        return id;
+    }
+
+    /** The response body of request ``id`` (the next one to come back). */
+    ByteBuffer receive(int id, short apiKey) throws IOException {
         int length;
         try {
             length = in.readInt();
@@ -224,11 +234,16 @@ final class KafkaWire implements Closeable {
         ByteBuffer records;
     }
 
-    FetchedPartition fetch(String topic, int partition, long offset, int maxBytes, int maxWaitMs, int isolation)
+    /** Send a fetch of one partition from ``offset``; ``receiveFetch`` takes its answer. */
+    int sendFetch(String topic, int partition, long offset, int maxBytes, int maxWaitMs, int isolation)
             throws IOException {
         ByteBuffer body = new Body().i32(-1).i32(maxWaitMs).i32(1).i32(maxBytes).i8(isolation)
                 .i32(1).str(topic).i32(1).i32(partition).i64(offset).i64(-1).i32(maxBytes).done();
-        ByteBuffer r = call(FETCH, (short) 5, body);
+        return send(FETCH, (short) 5, body);
+    }
+
+    FetchedPartition receiveFetch(int id, String topic, int partition) throws IOException {
+        ByteBuffer r = receive(id, FETCH);
         r.getInt(); // throttle
         FetchedPartition found = null;
         int nt = r.getInt();

@@ -59,6 +59,8 @@ final class RangeReader implements PartitionReader<InternalRow> {
     // the fetched response being walked
     private ByteBuffer fetched;
     private int emptyFetches;
+    private int pendingId; // a fetch sent ahead (0: none), from pendingOffset
+    private long pendingOffset;
     private int retries;
     private InternalRow row;
 
@@ -99,6 +101,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
 
     @Override
     public void close() {
+        pendingId = 0;
         if (wire != null) {
             wire.close();
             wire = null;
@@ -117,8 +120,14 @@ final class RangeReader implements PartitionReader<InternalRow> {
             if (wire == null) {
                 wire = new KafkaWire(leader(), settings.requestTimeoutMs);
             }
-            fp = wire.fetch(range.topic, range.partition, nextOffset, settings.maxPartitionFetchBytes,
-                    settings.maxWaitMs, settings.isolation);
+            if (pendingId != 0 && pendingOffset != nextOffset) { // sent ahead from where reading did not end
+                wire.receiveFetch(pendingId, range.topic, range.partition);
+                pendingId = 0;
+            }
+            int id = pendingId != 0 ? pendingId : wire.sendFetch(range.topic, range.partition, nextOffset,
+                    settings.maxPartitionFetchBytes, settings.maxWaitMs, settings.isolation);
+            pendingId = 0;
+            fp = wire.receiveFetch(id, range.topic, range.partition);
         } catch (IOException e) {
             retry("fetch failed: " + e.getMessage(), e);
             return;
@@ -172,6 +181,28 @@ final class RangeReader implements PartitionReader<InternalRow> {
         }
         emptyFetches = 0;
         fetched = fp.records;
+        // Ask for what follows while this response is decoded: the broker reads the next records meanwhile.
+        long after = endOfWholeBatches(fetched);
+        if (after > nextOffset && after < range.until) {
+            pendingId = wire.sendFetch(range.topic, range.partition, after, settings.maxPartitionFetchBytes,
+                    settings.maxWaitMs, settings.isolation);
+            pendingOffset = after;
+        }
+    }
+
+    /** The offset after the last whole batch of a fetched response (-1 when it holds none). */
+    private static long endOfWholeBatches(ByteBuffer f) {
+        long after = -1;
+        int p = f.position();
+        while (f.limit() - p >= HEADER_SIZE) {
+            int length = f.getInt(p + 8);
+            if (length < HEADER_SIZE - 12 || f.limit() - p < 12 + length) {
+                break;
+            }
+            after = f.getLong(p) + f.getInt(p + 23) + 1;
+            p += 12 + length;
+        }
+        return after;
     }
 
     private String leader() throws IOException {
