@@ -156,3 +156,23 @@ def test_data_loss_and_a_corrupt_batch(env, spark) -> None:  # noqa: F811
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(Exception, match=f"CRC mismatch in the batch of {bad}-0 at offset 0"):
         jvm(spark, cluster, subscribe=bad).collect()
+
+
+def test_a_leader_killed_between_planning_and_reading(make_cluster, spark) -> None:  # noqa: F811
+    """kill -9 of a partition's leader after the query was planned: its task finds the new leader (Metadata,
+    then a retried fetch) and the read returns every acknowledged record exactly once."""
+    from shared.client import Admin
+
+    cluster = make_cluster(brokers=3)
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    topic = unique("jkill")
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic, partitions=2, replication_factor=3, configs={"min.insync.replicas": "2"})
+        sent = produce(bootstrap, topic, 4000, partitions=2, acks="all")
+        leader = admin.describe_topic(topic)["partitions"][0]["leader"]
+    servers = ",".join(p.info["kafka"] for p in cluster.procs("broker") if str(p.id) != str(leader))
+    rdd = (spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", servers).option("subscribe", topic)
+           .load().selectExpr("CAST(value AS STRING) v", "partition", "offset").rdd)  # planned here
+    os.kill(cluster.proc("broker", leader).pid, 9)
+    got = rdd.map(lambda r: (r.v, r.partition, r.offset)).collect()
+    assert sorted(got) == sorted((v, part, off) for v, (part, off, _, _) in sent.items())
