@@ -100,17 +100,22 @@ def _time_baseline(spark: Any, src: str, out: str, records: int, record_size: in
 
 
 def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions: int, settings: dict[str, Any],
-                      records: int, record_size: int) -> dict[str, float]:
-    """DataFrame -> topic: the same Parquet rows written to a new topic through the ``tidelog`` sink (at least
-    once, its defaults: acks=all, 1 MiB batches, ``Producer.send_batch`` per Arrow batch), twice; the topic is
-    deleted afterwards."""
+                      records: int, record_size: int, kafka_servers: str | None = None) -> dict[str, float]:
+    """DataFrame -> topic: the same Parquet rows written to a new topic, twice, through the ``tidelog`` sink (at
+    least once, its defaults: acks=all, 1 MiB batches, ``Producer.send_batch`` per Arrow batch) or, given
+    ``kafka_servers``, the ``tidelog-jvm`` writer (the same defaults, in the JVM through the Kafka listener);
+    the topic is deleted afterwards."""
     from pipelines.tidelog_source.security import spark_options
 
     admin = Admin(servers, **settings)
     admin.create_topic(topic, partitions=partitions, configs={"max.message.bytes": str(8 << 20)})
     try:
-        writer = (spark.read.parquet(src).write.format("tidelog").options(**spark_options(settings))
-                  .option("bootstrap.servers", servers).option("topic", topic).mode("append"))
+        if kafka_servers:
+            writer = (spark.read.parquet(src).write.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_servers)
+                      .option("topic", topic).mode("append"))
+        else:
+            writer = (spark.read.parquet(src).write.format("tidelog").options(**spark_options(settings))
+                      .option("bootstrap.servers", servers).option("topic", topic).mode("append"))
         first_s, write_s = _timed_twice(writer.save)
     finally:
         try:
@@ -135,13 +140,16 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
 @click.option("--reader", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
               help="read the topic with format('tidelog-jvm') (in the JVM, through the Kafka listener; plaintext "
                    "clusters) or format('tidelog') (the Python data source)")
+@click.option("--writer", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
+              help="write DataFrame -> topic with format('tidelog-jvm') or format('tidelog') (the Python sink)")
 @click.option("--kafka-bootstrap", "kafka_bootstrap_servers", envvar="TIDELOG_KAFKA_BOOTSTRAP", default=None,
-              help="Kafka listener host:port[,...] for --reader jvm (default: kafka_bootstrap of --data-dir)")
+              help="Kafka listener host:port[,...] for the jvm reader and writer (default: kafka_bootstrap of "
+                   "--data-dir)")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, baseline: bool,
-                write: bool, reader: str, kafka_bootstrap_servers: str | None, as_json: bool, bootstrap: str | None,
-                rest: str | None, data_dir: str) -> None:
+                write: bool, reader: str, writer: str, kafka_bootstrap_servers: str | None, as_json: bool,
+                bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet,
     and (--write) the same rows written from a DataFrame to a new topic.
 
@@ -158,11 +166,13 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     settings = client_settings()  # the CLI's credentials (cluster.json's admin on a secure cluster)
     total = _fill(servers, topic, records, record_size, partitions, settings)
-    if reader == "jvm":
+    kafka_servers = None
+    if "jvm" in (reader, writer):
         from shared.cli.bench_kafka import kafka_bootstrap
 
         if settings:
-            raise click.ClickException("--reader jvm reads plaintext clusters only: use --reader python on a secure one")
+            raise click.ClickException("the jvm reader and writer work on plaintext clusters only: use --reader python "
+                                       "--writer python on a secure one")
         kafka_servers = kafka_bootstrap(kafka_bootstrap_servers, data_dir)
     spark = local_session("tidelog-bench", master)
     if reader == "jvm":
@@ -191,11 +201,11 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
             base = _time_baseline(spark, src, os.path.join(tmp, "copy"), n, record_size)
             if write:
                 base |= _time_topic_write(spark, src, servers, f"{topic}-write-{uuid.uuid4().hex[:8]}", partitions,
-                                          settings, n, record_size)
+                                          settings, n, record_size, kafka_servers if writer == "jvm" else None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
-    res = {"reader": reader, "records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
+    res = {"reader": reader, "writer": writer, "records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
            "first_count_seconds": cold_s, "first_count_records_per_s": n / cold_s,
            "count_seconds": count_s, "count_records_per_s": n / count_s,
            "first_parquet_seconds": first_parquet_s, "first_parquet_records_per_s": n / first_parquet_s,

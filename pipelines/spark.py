@@ -19,11 +19,11 @@ log = logging.getLogger(__name__)
 
 def local_session(app: str, master: str = "local[2]") -> Any:
     """A local Spark session bound to loopback, with the ``tidelog`` source registered and, when a JDK can
-    build its jar, the ``tidelog-jvm`` reader on the classpath (``pipelines.jvm_reader``)."""
+    build its jar, the ``tidelog-jvm`` reader and writer on the classpath (``pipelines.spark_jvm``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else Spark binds the external interface
     from pyspark.sql import SparkSession
 
-    from pipelines.jvm_reader import JarBuildError, jar_path
+    from pipelines.spark_jvm import JarBuildError, jar_path
     from pipelines.tidelog_source import register
 
     builder = (

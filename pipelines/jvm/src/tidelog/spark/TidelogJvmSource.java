@@ -22,6 +22,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
@@ -32,18 +33,31 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * ``spark.read.format("tidelog-jvm")``: batch reads of Tidelog topics in the JVM, through the brokers' Kafka
- * listener, with the Kafka source's schema and its batch options (``kafka.bootstrap.servers``, ``subscribe`` /
- * ``subscribePattern`` / ``assign``, ``startingOffsets`` / ``endingOffsets``, ``includeHeaders``,
- * ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``). The rows never pass through Python, which
- * is what bounds the ``tidelog`` Python data source. Plaintext listeners only; streaming, timestamps and
- * secure clusters stay with ``format("tidelog")``.
+ * ``spark.read.format("tidelog-jvm")`` and ``df.write.format("tidelog-jvm")``: batch reads and writes of Tidelog
+ * topics in the JVM, through the brokers' Kafka listener. Reads have the Kafka source's schema and its batch
+ * options (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
+ * ``endingOffsets``, ``includeHeaders``, ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``);
+ * writes take the Kafka sink's columns (``key``, ``value``, ``topic``, ``partition``, ``headers``) and are at
+ * least once (``TopicWriter``). The rows never pass through Python, which is what bounds the ``tidelog`` Python
+ * data source and sink. Plaintext listeners only; streaming, timestamps, exactly-once writes and secure
+ * clusters stay with ``format("tidelog")``.
  */
 public final class TidelogJvmSource implements TableProvider, DataSourceRegister {
     static final String NAME = "tidelog-jvm";
@@ -79,7 +93,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         return s;
     }
 
-    static final class TopicTable implements Table, SupportsRead {
+    static final class TopicTable implements Table, SupportsRead, SupportsWrite {
         private final StructType schema;
 
         TopicTable(StructType schema) {
@@ -99,13 +113,188 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+                    TableCapability.ACCEPT_ANY_SCHEMA);
+        }
+
+        @Override
+        public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+            TopicWriter.WriteSettings ws = WriteOptions.parse(info.options(), info.schema());
+            return new WriteBuilder() {
+                @Override
+                public Write build() {
+                    return new Write() {
+                        @Override
+                        public String description() {
+                            return NAME + "[topic=" + ws.topic + "]";
+                        }
+
+                        @Override
+                        public BatchWrite toBatch() {
+                            return new TopicBatchWrite(ws);
+                        }
+                    };
+                }
+            };
         }
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
             Options opts = Options.parse(options);
             return () -> new TopicScan(schema, opts);
+        }
+    }
+
+    /** A write's options and columns, checked on the driver before any task runs. */
+    static final class WriteOptions {
+        static TopicWriter.WriteSettings parse(CaseInsensitiveStringMap o, StructType schema) {
+            TopicWriter.WriteSettings ws = new TopicWriter.WriteSettings();
+            String servers = o.get("kafka.bootstrap.servers");
+            if (servers == null || servers.isBlank()) {
+                throw new IllegalArgumentException("option kafka.bootstrap.servers is required: the brokers' Kafka "
+                        + "listener (host:port,...; cluster.json's kafka_bootstrap)");
+            }
+            String protocol = o.getOrDefault("kafka.security.protocol", "PLAINTEXT");
+            if (!protocol.equalsIgnoreCase("PLAINTEXT")) {
+                throw new IllegalArgumentException("format(\"" + NAME + "\") writes to PLAINTEXT listeners only, not "
+                        + protocol + ": on a secure cluster use format(\"tidelog\")");
+            }
+            for (String k : List.of("transactional.id.prefix", "transactional.id", "kafka.transactional.id")) {
+                if (o.containsKey(k)) {
+                    throw new IllegalArgumentException("option " + k + " is not supported by format(\"" + NAME
+                            + "\") (at least once, as Spark's Kafka sink): format(\"tidelog\") writes exactly once");
+                }
+            }
+            ws.bootstrap = Arrays.stream(servers.split(",")).map(String::strip).filter(x -> !x.isEmpty())
+                    .toArray(String[]::new);
+            String topic = o.get("topic");
+            ws.topic = topic == null || topic.isBlank() ? null : topic.strip();
+            String acks = producerOption(o, "acks", "all").strip().toLowerCase(Locale.ROOT);
+            ws.acks = switch (acks) {
+                case "all", "-1" -> -1;
+                case "1" -> 1;
+                case "0" -> 0;
+                default -> throw new IllegalArgumentException("option kafka.acks must be all, -1, 1 or 0, got '" + acks + "'");
+            };
+            String idem = producerOption(o, "enable.idempotence", "true");
+            if (!idem.equalsIgnoreCase("true") && !idem.equalsIgnoreCase("false")) {
+                throw new IllegalArgumentException("option kafka.enable.idempotence must be true or false, got '" + idem + "'");
+            }
+            ws.idempotent = Boolean.parseBoolean(idem) && ws.acks == -1;
+            ws.batchSize = positive(producerOption(o, "batch.size", String.valueOf(1 << 20)), "batch.size");
+            ws.maxInFlight = positive(producerOption(o, "max.in.flight.requests.per.connection", "5"),
+                    "max.in.flight.requests.per.connection");
+            if (ws.idempotent && ws.maxInFlight > 5) {
+                throw new IllegalArgumentException("option kafka.max.in.flight.requests.per.connection must be at most 5 "
+                        + "for an idempotent producer, as Kafka's");
+            }
+            ws.requestTimeoutMs = positive(producerOption(o, "request.timeout.ms", "30000"), "request.timeout.ms");
+            ws.deliveryTimeoutMs = positive(producerOption(o, "delivery.timeout.ms", "120000"), "delivery.timeout.ms");
+            String codec = producerOption(o, "compression.type", "none").strip().toLowerCase(Locale.ROOT);
+            ws.codec = switch (codec) {
+                case "none" -> BatchBuilder.CODEC_NONE;
+                case "gzip" -> BatchBuilder.CODEC_GZIP;
+                case "snappy" -> BatchBuilder.CODEC_SNAPPY;
+                case "lz4" -> BatchBuilder.CODEC_LZ4;
+                case "zstd" -> BatchBuilder.CODEC_ZSTD;
+                default -> throw new IllegalArgumentException("option kafka.compression.type must be none, gzip, "
+                        + "snappy, lz4 or zstd, got '" + codec + "'");
+            };
+            String[] names = schema.fieldNames();
+            for (int i = 0; i < names.length; i++) {
+                DataType t = schema.fields()[i].dataType();
+                switch (names[i].toLowerCase(Locale.ROOT)) {
+                    case "key" -> {
+                        ws.keyCol = i;
+                        ws.keyIsString = binaryOrString(t, "key");
+                    }
+                    case "value" -> {
+                        ws.valueCol = i;
+                        ws.valueIsString = binaryOrString(t, "value");
+                    }
+                    case "topic" -> {
+                        if (!(t instanceof StringType)) {
+                            throw new IllegalArgumentException("the topic column must be a string, got " + t.simpleString());
+                        }
+                        ws.topicCol = i;
+                    }
+                    case "partition" -> {
+                        if (!(t instanceof IntegerType)) {
+                            throw new IllegalArgumentException("the partition column must be an int, got " + t.simpleString());
+                        }
+                        ws.partitionCol = i;
+                    }
+                    case "headers" -> {
+                        DataType want = DataTypes.createArrayType(new StructType().add("key", DataTypes.StringType)
+                                .add("value", DataTypes.BinaryType));
+                        if (!DataType.equalsIgnoreNullability(t, want)) {
+                            throw new IllegalArgumentException("the headers column must be "
+                                    + want.simpleString() + ", got " + t.simpleString());
+                        }
+                        ws.headersCol = i;
+                    }
+                    default -> { } // other columns are ignored, as by Spark's Kafka sink
+                }
+            }
+            if (ws.valueCol < 0) {
+                throw new IllegalArgumentException("the DataFrame needs a value column (binary or string)");
+            }
+            if (ws.topic == null && ws.topicCol < 0) {
+                throw new IllegalArgumentException("no topic: give the topic option or a topic column");
+            }
+            return ws;
+        }
+
+        /** spark-sql-kafka's ``kafka.``-prefixed producer option, or the ``tidelog`` sink's plain name. */
+        private static String producerOption(CaseInsensitiveStringMap o, String name, String dflt) {
+            String v = o.get("kafka." + name);
+            return v != null ? v : o.getOrDefault(name, dflt);
+        }
+
+        private static int positive(String v, String name) {
+            try {
+                int n = Integer.parseInt(v.strip());
+                if (n > 0) {
+                    return n;
+                }
+            } catch (NumberFormatException ignored) {
+                // refused below
+            }
+            throw new IllegalArgumentException("option kafka." + name + " must be a positive integer, got '" + v + "'");
+        }
+
+        private static boolean binaryOrString(DataType t, String column) {
+            if (t instanceof BinaryType) {
+                return false;
+            }
+            if (t instanceof StringType) {
+                return true;
+            }
+            throw new IllegalArgumentException("the " + column + " column must be binary or string, got " + t.simpleString());
+        }
+    }
+
+    static final class TopicBatchWrite implements BatchWrite {
+        private final TopicWriter.WriteSettings ws;
+
+        TopicBatchWrite(TopicWriter.WriteSettings ws) {
+            this.ws = ws;
+        }
+
+        @Override
+        public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+            TopicWriter.WriteSettings settings = ws;
+            return (DataWriterFactory) (partitionId, taskId) -> new TopicWriter(settings);
+        }
+
+        @Override
+        public void commit(WriterCommitMessage[] messages) {
+            // every task's records were acknowledged before it committed: nothing is left to do
+        }
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {
+            // what a failed task sent stays written (at least once, as Spark's Kafka sink)
         }
     }
 

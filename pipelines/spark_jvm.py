@@ -1,11 +1,12 @@
-"""The ``tidelog-jvm`` Spark reader's jar: built from ``pipelines/jvm`` by the JDK's ``javac`` against the
-installed PySpark's jars, once per change of its sources or of PySpark, and cached.
+"""The ``tidelog-jvm`` Spark reader and writer's jar: built from ``pipelines/jvm`` by the JDK's ``javac`` against
+the installed PySpark's jars, once per change of its sources or of PySpark, and cached.
 
-``spark.read.format("tidelog-jvm")`` reads topics in the JVM through the brokers' Kafka listener (plaintext),
-so the rows never pass through a Python worker: that hand-over is what bounds the ``tidelog`` Python data
-source (see the README's Spark section). ``pipelines.spark.local_session`` puts the jar on Spark's classpath.
+``spark.read.format("tidelog-jvm")`` and ``df.write.format("tidelog-jvm")`` read and write topics in the JVM
+through the brokers' Kafka listener (plaintext), so the rows never pass through a Python worker: that
+hand-over is what bounds the ``tidelog`` Python data source and sink (see the README's Spark section).
+``pipelines.spark.local_session`` puts the jar on Spark's classpath.
 
-    python -m pipelines.jvm_reader          # build (if needed) and print the jar's path
+    python -m pipelines.spark_jvm          # build (if needed) and print the jar's path
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def build_jar(jar: Path) -> Path:
     """Compile the sources and write ``jar`` atomically (concurrent builders each write their own temp file)."""
     javac = shutil.which("javac")
     if javac is None:
-        raise JarBuildError("javac not found: the tidelog-jvm reader needs a JDK (Debian: default-jdk-headless; "
-                            "scripts/setup.sh installs it)")
+        raise JarBuildError("javac not found: the tidelog-jvm reader and writer need a JDK (Debian: "
+                            "default-jdk-headless; scripts/setup.sh installs it)")
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tidelog-jvm-") as tmp:
         classes = Path(tmp) / "classes"
