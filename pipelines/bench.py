@@ -111,8 +111,8 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
     admin.create_topic(topic, partitions=partitions, configs={"max.message.bytes": str(8 << 20)})
     try:
         if kafka_servers:
-            writer = (spark.read.parquet(src).write.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_servers)
-                      .option("topic", topic).mode("append"))
+            writer = (spark.read.parquet(src).write.format("tidelog-jvm").options(**spark_options(settings))
+                      .option("kafka.bootstrap.servers", kafka_servers).option("topic", topic).mode("append"))
         else:
             writer = (spark.read.parquet(src).write.format("tidelog").options(**spark_options(settings))
                       .option("bootstrap.servers", servers).option("topic", topic).mode("append"))
@@ -138,8 +138,8 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
               help="with the baseline, also time DataFrame -> topic: its Parquet rows written to a new topic "
                    "through the tidelog sink (deleted afterwards)")
 @click.option("--reader", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
-              help="read the topic with format('tidelog-jvm') (in the JVM, through the Kafka listener; plaintext "
-                   "clusters) or format('tidelog') (the Python data source)")
+              help="read the topic with format('tidelog-jvm') (in the JVM, through the Kafka listener) or "
+                   "format('tidelog') (the Python data source)")
 @click.option("--writer", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
               help="write DataFrame -> topic with format('tidelog-jvm') or format('tidelog') (the Python sink)")
 @click.option("--kafka-bootstrap", "kafka_bootstrap_servers", envvar="TIDELOG_KAFKA_BOOTSTRAP", default=None,
@@ -170,15 +170,12 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
     if "jvm" in (reader, writer):
         from shared.cli.bench_kafka import kafka_bootstrap
 
-        if settings:
-            raise click.ClickException("the jvm reader and writer work on plaintext clusters only: use --reader python "
-                                       "--writer python on a secure one")
         kafka_servers = kafka_bootstrap(kafka_bootstrap_servers, data_dir)
     spark = local_session("tidelog-bench", master)
     if reader == "jvm":
-        df = (spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_servers)
-              .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest")
-              .load())
+        df = (spark.read.format("tidelog-jvm").options(**spark_options(settings))
+              .option("kafka.bootstrap.servers", kafka_servers).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
     else:
         df = (spark.read.format("tidelog").options(**spark_options(settings)).option("bootstrap.servers", servers)
               .option("subscribe", topic)

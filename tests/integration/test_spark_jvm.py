@@ -119,7 +119,9 @@ def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
         ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be a positive integer"),
         ({"subscribe": topic, "kafka.isolation.level": "read_dirty"}, "must be read_uncommitted or read_committed"),
         ({"subscribe": topic, "includeHeaders": "yes"}, "includeHeaders must be true or false"),
-        ({"subscribe": topic, "kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT listeners only"),
+        ({"subscribe": topic, "kafka.security.protocol": "SASL_SSL"}, "needs the cluster.s CA certificate"),
+        ({"subscribe": topic, "kafka.security.protocol": "SASL_PLAINTEXT"}, "use SASL_SSL"),
+        ({"subscribe": topic, "kafka.ssl.truststore.location": "/x.jks"}, "a Java keystore setting"),
         ({"subscribe": topic, "startingTimestamp": "0"}, "not supported by format"),
     ]
     for options, message in cases:
@@ -233,6 +235,43 @@ def test_the_jvm_writer_round_trip(env, spark) -> None:  # noqa: F811
     assert all(part == partition_for_key(key, 3) for part, key in keyed)
 
 
+def test_the_jvm_writer_bounds_its_open_batches(env, spark) -> None:  # noqa: F811
+    """Past kafka.buffer.memory of open batches (many partitions, large batch.size) the largest is sent at
+    once: every row still lands once, each partition's in order."""
+    cluster, bootstrap, admin = env
+    topic = unique("jwmem")
+    admin.create_topic(topic, partitions=8)
+    df = spark.range(20_000).selectExpr("CAST(id % 97 AS STRING) AS key", "CAST(id AS STRING) AS value")
+    jvm_write(df.coalesce(1), cluster, topic=topic, **{"kafka.buffer.memory": "65536"})
+    got = read(spark, bootstrap, subscribe=topic).selectExpr("partition", "offset", "CAST(value AS STRING) v").collect()
+    assert sorted(int(r.v) for r in got) == list(range(20_000))
+    for p in range(8):  # one task wrote them all: each partition holds its rows in the order they were written
+        ids = [int(r.v) for r in sorted((r for r in got if r.partition == p), key=lambda r: r.offset)]
+        assert ids == sorted(ids)
+
+
+def test_the_jvm_writer_streams(env, spark, tmp_path) -> None:  # noqa: F811
+    """writeStream.format("tidelog-jvm"): a micro-batch query copies a topic (Trigger.AvailableNow)."""
+    cluster, bootstrap, admin = env
+    src, dst = unique("jws-src"), unique("jws-dst")
+    for t in (src, dst):
+        admin.create_topic(t, partitions=2)
+    produce(bootstrap, src, 500)
+    query = (spark.readStream.format("tidelog").option("bootstrap.servers", bootstrap).option("subscribe", src)
+             .option("startingOffsets", "earliest").option("includeHeaders", "true").load()
+             .selectExpr("key", "value", "headers")
+             .writeStream.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster))
+             .option("topic", dst).option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    copied = jvm(spark, cluster, subscribe=dst, includeHeaders="true")
+    original = jvm(spark, cluster, subscribe=src, includeHeaders="true")
+    def content(df) -> list[tuple]:
+        return sorted((r.key or b"", r.key is None, r.value, tuple(r.headers)) for r in df.collect())
+
+    assert len(content(copied)) == 500 and content(copied) == content(original)
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_the_jvm_writer_compresses(env, spark, codec) -> None:  # noqa: F811
     """Each codec's batches are stored compressed (the log's first batch says so) and read back whole."""
@@ -266,7 +305,7 @@ def test_the_jvm_writer_refuses_clearly(env, spark) -> None:  # noqa: F811
         (ok, {"topic": topic, "kafka.compression.type": "brotli"}, "compression.type must be"),
         (ok, {"topic": topic, "kafka.batch.size": "-1"}, "batch.size must be a positive integer"),
         (ok, {"topic": topic, "transactional.id.prefix": "x"}, "writes exactly once"),
-        (ok, {"topic": topic, "kafka.security.protocol": "SSL"}, "PLAINTEXT listeners only"),
+        (ok, {"topic": topic, "kafka.security.protocol": "SSL"}, "needs the cluster.s CA certificate"),
         (spark.createDataFrame([("v", 5)], "value string, partition int"), {"topic": topic}, "out of range"),
         (spark.createDataFrame([("x" * 20000,)], "value string"), {"topic": topic}, "MESSAGE_TOO_LARGE"),
     ]

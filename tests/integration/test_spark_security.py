@@ -119,3 +119,41 @@ def test_user_without_acls_is_refused_by_name(secure, spark) -> None:  # noqa: F
         spark.read.format("tidelog").options(**wrong).option("subscribe", TOPIC).load().collect()
     assert "SASL_AUTHENTICATION_FAILED" in str(exc.value) and "nope-7" not in str(exc.value)
 
+
+
+def jvm_options(c: Cluster, user: str) -> dict[str, str]:
+    """``sasl_options`` for ``format("tidelog-jvm")``: the brokers' Kafka listeners (SASL_SSL here)."""
+    opts = sasl_options(c, user)
+    del opts["bootstrap.servers"]
+    return {**opts, "kafka.bootstrap.servers": ",".join(p.info["kafka"] for p in c.procs("broker"))}
+
+
+def test_the_jvm_reader_and_writer_sign_in_with_scram_over_tls(secure, spark) -> None:  # noqa: F811
+    c, values = secure
+    df = spark.read.format("tidelog-jvm").options(**jvm_options(c, "alice")).option("subscribe", TOPIC).load()
+    python = spark.read.format("tidelog").options(**sasl_options(c, "alice")).option("subscribe", TOPIC).load()
+    got = values_of(df)
+    assert got == values_of(python) and set(values) <= set(got)
+    plan = df._jdf.queryExecution().toString()
+    assert "tidelog-jvm" in plan and PASSWORDS["alice"] not in plan and "secret" not in plan
+    # writes as alice, with kafka.sasl.username / kafka.sasl.password and SCRAM-SHA-512
+    new = [f"jvm-{i}" for i in range(30)]
+    (spark.createDataFrame([(v,) for v in new], "value string").write.format("tidelog-jvm").mode("append")
+     .option("kafka.bootstrap.servers", jvm_options(c, "alice")["kafka.bootstrap.servers"]).option("topic", TOPIC)
+     .option("kafka.security.protocol", "SASL_SSL").option("kafka.ssl.ca.location", c.info["security"]["ca"])
+     .option("kafka.sasl.username", "alice").option("kafka.sasl.password", PASSWORDS["alice"]).save())
+    assert {v.encode() for v in new} <= set(values_of(df))
+    # bob may not, a wrong password is refused by name, a missing CA before any task
+    for opts, message in (
+            (jvm_options(c, "bob"), "TOPIC_AUTHORIZATION_FAILED"),
+            ({**jvm_options(c, "alice"), "kafka.sasl.jaas.config": f'{SCRAM} required username="alice" password="nope-7";'},
+             "SASL_AUTHENTICATION_FAILED"),
+            ({k: v for k, v in jvm_options(c, "alice").items() if k != "kafka.ssl.ca.location"}, "needs the cluster's CA"),
+            ({**jvm_options(c, "alice"), "kafka.security.protocol": "PLAINTEXT"}, "needs kafka.security.protocol=SASL_SSL"),
+    ):
+        with pytest.raises(Exception) as exc:
+            spark.read.format("tidelog-jvm").options(**opts).option("subscribe", TOPIC).load().collect()
+        assert message in str(exc.value) and "nope-7" not in str(exc.value) and PASSWORDS["bob"] not in str(exc.value)
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
+        (spark.createDataFrame([("x",)], "value string").write.format("tidelog-jvm").mode("append")
+         .options(**jvm_options(c, "bob")).option("topic", TOPIC).save())

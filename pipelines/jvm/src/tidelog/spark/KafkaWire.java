@@ -31,7 +31,8 @@ final class KafkaWire implements Closeable {
     private int correlation;
     final String address;
 
-    KafkaWire(String address, int timeoutMs) throws IOException {
+    /** A connection to ``address`` (host:port), in TLS and authenticated as ``security`` says (null: plaintext). */
+    KafkaWire(String address, int timeoutMs, Security security) throws IOException {
         this.address = address;
         int colon = address.lastIndexOf(':');
         if (colon <= 0) {
@@ -39,13 +40,27 @@ final class KafkaWire implements Closeable {
         }
         String host = address.substring(0, colon);
         int port = Integer.parseInt(address.substring(colon + 1));
-        socket = new Socket();
-        socket.setTcpNoDelay(true);
-        socket.setReceiveBufferSize(4 << 20);
-        socket.connect(new InetSocketAddress(host, port), timeoutMs);
-        socket.setSoTimeout(timeoutMs);
+        Socket raw = new Socket();
+        raw.setTcpNoDelay(true);
+        raw.setReceiveBufferSize(4 << 20);
+        raw.connect(new InetSocketAddress(host, port), timeoutMs);
+        raw.setSoTimeout(timeoutMs);
+        try {
+            socket = security != null && security.tls() ? security.wrap(raw, host, port) : raw;
+        } catch (IOException e) {
+            raw.close();
+            throw new IOException("TLS to " + address + " failed: " + e.getMessage(), e);
+        }
         out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 64 << 10));
         in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 20));
+        if (security != null && security.mechanism != null) {
+            try {
+                security.authenticate(this);
+            } catch (IOException e) {
+                close();
+                throw e;
+            }
+        }
     }
 
     @Override
@@ -113,6 +128,7 @@ final class KafkaWire implements Closeable {
             }
         }
 
+        Body() { }
         Body i8(int v) { room(1); buf.put((byte) v); return this; }
         Body bytes(ByteBuffer b) { room(4 + b.remaining()); buf.putInt(b.remaining()); buf.put(b.duplicate()); return this; }
         Body i16(int v) { room(2); buf.putShort((short) v); return this; }

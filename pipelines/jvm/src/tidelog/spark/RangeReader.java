@@ -118,7 +118,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
         KafkaWire.FetchedPartition fp;
         try {
             if (wire == null) {
-                wire = new KafkaWire(leader(), settings.requestTimeoutMs);
+                wire = new KafkaWire(leader(), settings.requestTimeoutMs, settings.security);
             }
             if (pendingId != 0 && pendingOffset != nextOffset) { // sent ahead from where reading did not end
                 wire.receiveFetch(pendingId, range.topic, range.partition);
@@ -208,7 +208,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
     private String leader() throws IOException {
         IOException last = null;
         for (String bootstrap : settings.bootstrap) {
-            try (KafkaWire w = new KafkaWire(bootstrap, settings.requestTimeoutMs)) {
+            try (KafkaWire w = new KafkaWire(bootstrap, settings.requestTimeoutMs, settings.security)) {
                 KafkaWire.Metadata md = w.metadata(List.of(range.topic));
                 String leader = md.leaders().getOrDefault(range.topic, java.util.Map.of()).get(range.partition);
                 if (leader != null) {

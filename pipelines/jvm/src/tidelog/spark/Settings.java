@@ -12,4 +12,5 @@ final class Settings implements Serializable {
     int maxPartitionFetchBytes = 8 << 20;
     int maxWaitMs = 100;
     int requestTimeoutMs = 30_000;
+    Security security;
 }

@@ -40,6 +40,8 @@ import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
@@ -54,10 +56,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * topics in the JVM, through the brokers' Kafka listener. Reads have the Kafka source's schema and its batch
  * options (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
  * ``endingOffsets``, ``includeHeaders``, ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``);
- * writes take the Kafka sink's columns (``key``, ``value``, ``topic``, ``partition``, ``headers``) and are at
- * least once (``TopicWriter``). The rows never pass through Python, which is what bounds the ``tidelog`` Python
- * data source and sink. Plaintext listeners only; streaming, timestamps, exactly-once writes and secure
- * clusters stay with ``format("tidelog")``.
+ * writes (batch and streaming) take the Kafka sink's columns (``key``, ``value``, ``topic``, ``partition``,
+ * ``headers``) and are at least once (``TopicWriter``). The rows never pass through Python, which is what bounds the ``tidelog`` Python
+ * data source and sink. Secure clusters take the ``tidelog`` source's security options (``Security``: TLS,
+ * SCRAM); streaming reads, timestamps and exactly-once writes stay with ``format("tidelog")``.
  */
 public final class TidelogJvmSource implements TableProvider, DataSourceRegister {
     static final String NAME = "tidelog-jvm";
@@ -114,7 +116,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         @Override
         public Set<TableCapability> capabilities() {
             return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
-                    TableCapability.ACCEPT_ANY_SCHEMA);
+                    TableCapability.STREAMING_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
         }
 
         @Override
@@ -132,6 +134,11 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                         @Override
                         public BatchWrite toBatch() {
                             return new TopicBatchWrite(ws);
+                        }
+
+                        @Override
+                        public StreamingWrite toStreaming() {
+                            return new TopicStreamingWrite(ws);
                         }
                     };
                 }
@@ -154,11 +161,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 throw new IllegalArgumentException("option kafka.bootstrap.servers is required: the brokers' Kafka "
                         + "listener (host:port,...; cluster.json's kafka_bootstrap)");
             }
-            String protocol = o.getOrDefault("kafka.security.protocol", "PLAINTEXT");
-            if (!protocol.equalsIgnoreCase("PLAINTEXT")) {
-                throw new IllegalArgumentException("format(\"" + NAME + "\") writes to PLAINTEXT listeners only, not "
-                        + protocol + ": on a secure cluster use format(\"tidelog\")");
-            }
+            ws.security = Security.parse(o);
             for (String k : List.of("transactional.id.prefix", "transactional.id", "kafka.transactional.id")) {
                 if (o.containsKey(k)) {
                     throw new IllegalArgumentException("option " + k + " is not supported by format(\"" + NAME
@@ -182,6 +185,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             }
             ws.idempotent = Boolean.parseBoolean(idem) && ws.acks == -1;
             ws.batchSize = positive(producerOption(o, "batch.size", String.valueOf(1 << 20)), "batch.size");
+            ws.bufferMemory = positive(producerOption(o, "buffer.memory", String.valueOf(32 << 20)), "buffer.memory");
             ws.maxInFlight = positive(producerOption(o, "max.in.flight.requests.per.connection", "5"),
                     "max.in.flight.requests.per.connection");
             if (ws.idempotent && ws.maxInFlight > 5) {
@@ -298,6 +302,32 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         }
     }
 
+    /** ``writeStream.format("tidelog-jvm")``: each micro-batch's tasks write as a batch write's do (at least
+     * once, as Spark's Kafka sink: a micro-batch run again writes again). */
+    static final class TopicStreamingWrite implements StreamingWrite {
+        private final TopicWriter.WriteSettings ws;
+
+        TopicStreamingWrite(TopicWriter.WriteSettings ws) {
+            this.ws = ws;
+        }
+
+        @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            TopicWriter.WriteSettings settings = ws;
+            return (StreamingDataWriterFactory) (partitionId, taskId, epochId) -> new TopicWriter(settings);
+        }
+
+        @Override
+        public void commit(long epochId, WriterCommitMessage[] messages) {
+            // every task's records were acknowledged before it committed
+        }
+
+        @Override
+        public void abort(long epochId, WriterCommitMessage[] messages) {
+            // what a failed task sent stays written (at least once)
+        }
+    }
+
     /** The options, checked on the driver before any job runs. */
     static final class Options implements Serializable {
         private static final Set<String> UNSUPPORTED = Set.of("startingtimestamp", "startingoffsetsbytimestamp",
@@ -317,11 +347,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 throw new IllegalArgumentException("option kafka.bootstrap.servers is required: the brokers' Kafka "
                         + "listener (host:port,...; cluster.json's kafka_bootstrap)");
             }
-            String protocol = o.getOrDefault("kafka.security.protocol", "PLAINTEXT");
-            if (!protocol.equalsIgnoreCase("PLAINTEXT")) {
-                throw new IllegalArgumentException("format(\"" + NAME + "\") reads PLAINTEXT listeners only, not "
-                        + protocol + ": on a secure cluster use format(\"tidelog\")");
-            }
+            Security security = Security.parse(o);
             for (String k : o.keySet()) {
                 if (UNSUPPORTED.contains(k.toLowerCase(Locale.ROOT))) {
                     throw new IllegalArgumentException("option " + k + " is not supported by format(\"" + NAME
@@ -386,6 +412,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             s.failOnDataLoss = bool(o, "failOnDataLoss", true);
             s.maxPartitionFetchBytes = positive(o, "kafka.max.partition.fetch.bytes", 8 << 20);
             s.requestTimeoutMs = positive(o, "kafka.request.timeout.ms", 30_000);
+            s.security = security;
             out.settings = s;
             return out;
         }
@@ -560,7 +587,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             Settings s = opts.settings;
             IOException last = null;
             for (String bootstrap : s.bootstrap) {
-                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs)) {
+                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
                     return plan(opts, w);
                 } catch (IOException e) {
                     last = e;
@@ -646,7 +673,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             }
             Map<Integer, long[]> out = new HashMap<>();
             for (Map.Entry<String, List<Integer>> e : byLeader.entrySet()) {
-                try (KafkaWire w = new KafkaWire(e.getKey(), s.requestTimeoutMs)) {
+                try (KafkaWire w = new KafkaWire(e.getKey(), s.requestTimeoutMs, s.security)) {
                     Map<Integer, long[]> got = w.listOffsets(topic, e.getValue(), ts, isolation);
                     for (int p : e.getValue()) {
                         long[] r = got.get(p);

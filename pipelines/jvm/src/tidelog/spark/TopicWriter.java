@@ -37,12 +37,14 @@ final class TopicWriter implements DataWriter<InternalRow> {
         int acks = -1;
         boolean idempotent = true;
         int batchSize = 1 << 20;
+        long bufferMemory = 32L << 20;
         int codec;
         int maxInFlight = 5;
         int requestTimeoutMs = 30_000;
         long deliveryTimeoutMs = 120_000;
         int keyCol = -1, valueCol = -1, topicCol = -1, partitionCol = -1, headersCol = -1;
         boolean keyIsString, valueIsString;
+        Security security;
     }
 
     static final class Commit implements WriterCommitMessage {
@@ -103,6 +105,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
     private long producerId = -1;
     private short producerEpoch = -1;
     private long records;
+    private long openBytes; // records' bytes in open batches
 
     TopicWriter(WriteSettings settings) {
         this.s = settings;
@@ -170,8 +173,13 @@ final class TopicWriter implements DataWriter<InternalRow> {
             b = new BatchBuilder(topic, partition, Math.min(s.batchSize, Math.max(estimate * 16, 64 << 10)) + estimate);
             open.put(tp, b);
         }
+        int before = b.size();
         b.append(System.currentTimeMillis(), keyArr, keyOff, keyLen, valueArr, valueOff, valueLen, headers);
+        openBytes += b.size() - before;
         records++;
+        if (openBytes > s.bufferMemory) {
+            bound();
+        }
     }
 
     /** The bytes of a binary or string column: straight from an UnsafeRow's buffer when it has one (both are
@@ -205,6 +213,10 @@ final class TopicWriter implements DataWriter<InternalRow> {
     // -- sending -----------------------------------------------------------------------------------------------
 
     private void ship(BatchBuilder b) throws IOException {
+        openBytes -= b.size() - BatchBuilder.HEADER_SIZE;
+        if (!failed.isEmpty()) { // what failed goes first, in order: never more than max.in.flight per partition
+            recover();
+        }
         int base = -1;
         if (s.idempotent) {
             ensureProducerId();
@@ -213,8 +225,20 @@ final class TopicWriter implements DataWriter<InternalRow> {
             sequences.put(tp, base + b.count);
         }
         send(new Pending(b.topic, b.partition, b.close(s.codec, producerId, producerEpoch, base), base));
-        if (!failed.isEmpty()) {
-            recover();
+    }
+
+    /** Past ``buffer.memory`` of open batches (many partitions), the largest goes now, as Kafka's accumulator
+     * bounds what it holds. */
+    private void bound() throws IOException {
+        while (openBytes > s.bufferMemory && !open.isEmpty()) {
+            Map.Entry<String, BatchBuilder> largest = null;
+            for (Map.Entry<String, BatchBuilder> e : open.entrySet()) {
+                if (largest == null || e.getValue().size() > largest.getValue().size()) {
+                    largest = e;
+                }
+            }
+            open.remove(largest.getKey());
+            ship(largest.getValue());
         }
     }
 
@@ -332,7 +356,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
         IOException last = null;
         while (true) {
             for (String bootstrap : s.bootstrap) {
-                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs)) {
+                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
                     KafkaWire.Metadata md = w.metadata(List.of(topic));
                     Short err = md.topicErrors().get(topic);
                     Map<Integer, String> leaders = md.leaders().get(topic);
@@ -372,7 +396,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
     private Conn conn(String address) throws IOException {
         Conn c = conns.get(address);
         if (c == null) {
-            c = new Conn(new KafkaWire(address, s.requestTimeoutMs));
+            c = new Conn(new KafkaWire(address, s.requestTimeoutMs, s.security));
             conns.put(address, c);
         }
         return c;
@@ -386,7 +410,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
         IOException last = null;
         while (System.currentTimeMillis() <= deadline) {
             for (String bootstrap : s.bootstrap) {
-                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs)) {
+                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
                     long[] r = w.initProducerId();
                     if (r[0] == 0) {
                         producerId = r[1];
