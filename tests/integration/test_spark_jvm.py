@@ -61,6 +61,42 @@ def test_the_spark_jvm_gives_the_python_sources_rows(env, spark) -> None:  # noq
     assert jvm(spark, cluster, subscribe=unique("nothing")).count() == 0
 
 
+def test_the_jvm_reader_streams(env, spark, tmp_path) -> None:  # noqa: F811
+    """readStream.format("tidelog-jvm"): micro-batches of at most maxOffsetsPerTrigger, Trigger.AvailableNow,
+    a restart from the checkpoint reading only what came after, and a recreated topic as data loss."""
+    cluster, bootstrap, admin = env
+    topic = unique("jsr")
+    admin.create_topic(topic, partitions=2)
+    produce(bootstrap, topic, 300)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+
+    def run(**options: str):
+        r = (spark.readStream.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster))
+             .option("subscribe", topic).option("startingOffsets", "earliest"))
+        for k, v in options.items():
+            r = r.option(k, v)
+        q = (r.load().selectExpr("CAST(value AS STRING) v", "partition", "offset").writeStream.format("parquet")
+             .option("path", out).option("checkpointLocation", ck).trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        return q
+
+    q = run(maxOffsetsPerTrigger="100")
+    assert q.exception() is None
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [100, 100, 100]
+    produce(bootstrap, topic, 200, start=300)
+    assert run().exception() is None
+    assert sorted(r.v for r in spark.read.parquet(out).collect()) == sorted(f"v{i}" for i in range(500))
+    # the topic deleted and created again: its offsets went back
+    admin.delete_topic(topic)
+    wait_for(lambda: topic not in admin.list_topics(), 30, what="the topic deleted")
+    wait_for(lambda: admin.create_topic(topic, partitions=2) or True, 30, what="the topic created again")
+    produce(bootstrap, topic, 20, start=1000)
+    with pytest.raises(Exception, match=r"the offset of .* went from .* failOnDataLoss=false"):
+        run()
+    assert run(failOnDataLoss="false").exception() is None
+    assert sum(1 for r in spark.read.parquet(out).collect() if int(r.v[1:]) >= 1000) == 20
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches(env, spark, codec) -> None:  # noqa: F811
     cluster, bootstrap, admin = env
@@ -127,9 +163,14 @@ def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
     for options, message in cases:
         with pytest.raises(Exception, match=message):
             jvm(spark, cluster, **options).collect()
-    with pytest.raises(Exception, match="does not support streamed reading|STREAMING|streaming"):
+    with pytest.raises(Exception, match="endingOffsets is for batch queries only"):
         (spark.readStream.format("tidelog-jvm").option("kafka.bootstrap.servers", kafka_bootstrap(cluster))
-         .option("subscribe", topic).load().writeStream.format("noop").start())
+         .option("subscribe", topic).option("endingOffsets", "latest").load().writeStream.format("noop").start()
+         .processAllAvailable())
+    with pytest.raises(Exception, match="maxOffsetsPerTrigger is for streaming queries only"):
+        jvm(spark, cluster, subscribe=topic, maxOffsetsPerTrigger="10").collect()
+    with pytest.raises(Exception, match="maxOffsetsPerTrigger must be a positive integer"):
+        jvm(spark, cluster, subscribe=topic, maxOffsetsPerTrigger="0").collect()
     nobody = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", topic)
     with pytest.raises(Exception, match="planning the read"):
         nobody.load().collect()

@@ -33,6 +33,12 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
@@ -52,14 +58,13 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * ``spark.read.format("tidelog-jvm")`` and ``df.write.format("tidelog-jvm")``: batch reads and writes of Tidelog
- * topics in the JVM, through the brokers' Kafka listener. Reads have the Kafka source's schema and its batch
- * options (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
+ * ``format("tidelog-jvm")``: reads (batch and micro-batch streams) and writes of Tidelog topics in the JVM,
+ * through the brokers' Kafka listener. Reads have the Kafka source's schema and its options (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
  * ``endingOffsets``, ``includeHeaders``, ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``);
  * writes (batch and streaming) take the Kafka sink's columns (``key``, ``value``, ``topic``, ``partition``,
  * ``headers``) and are at least once (``TopicWriter``). The rows never pass through Python, which is what bounds the ``tidelog`` Python
  * data source and sink. Secure clusters take the ``tidelog`` source's security options (``Security``: TLS,
- * SCRAM); streaming reads, timestamps and exactly-once writes stay with ``format("tidelog")``.
+ * SCRAM); timestamps and exactly-once writes stay with ``format("tidelog")``.
  */
 public final class TidelogJvmSource implements TableProvider, DataSourceRegister {
     static final String NAME = "tidelog-jvm";
@@ -115,7 +120,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
                     TableCapability.STREAMING_WRITE, TableCapability.ACCEPT_ANY_SCHEMA);
         }
 
@@ -328,17 +333,209 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         }
     }
 
+    /** A stream's position: each partition's next offset, as ``{"topic":{"0":42}}`` (the tidelog source's form). */
+    static final class TopicOffset extends Offset {
+        final Map<String, Map<Integer, Long>> offsets;
+
+        TopicOffset(Map<String, Map<Integer, Long>> offsets) {
+            this.offsets = offsets;
+        }
+
+        @Override
+        public String json() {
+            Map<String, Map<String, Long>> out = new TreeMap<>();
+            for (Map.Entry<String, Map<Integer, Long>> t : offsets.entrySet()) {
+                Map<String, Long> parts = new java.util.LinkedHashMap<>();
+                new TreeMap<>(t.getValue()).forEach((p, o) -> parts.put(String.valueOf(p), o));
+                out.put(t.getKey(), parts);
+            }
+            try {
+                return new ObjectMapper().writeValueAsString(out);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+
+        static TopicOffset parse(String json) {
+            Map<String, Map<Integer, Long>> offsets = new TreeMap<>();
+            Options.parseOffsets(json, "the checkpoint's offset").forEach((t, ps) -> offsets.put(t, new TreeMap<>(ps)));
+            return new TopicOffset(offsets);
+        }
+
+        long get(String topic, int partition, long dflt) {
+            Map<Integer, Long> ps = offsets.get(topic);
+            Long o = ps == null ? null : ps.get(partition);
+            return o == null ? dflt : o;
+        }
+    }
+
+    /**
+     * ``spark.readStream.format("tidelog-jvm")``: micro-batches of what each partition gained (up to its last
+     * stable offset under read_committed), ``maxOffsetsPerTrigger`` shared among partitions by what they have,
+     * ``Trigger.AvailableNow`` up to the offsets of the query's start. A partition that appears is read from its
+     * earliest offset; one whose log now ends before the checkpoint's offset (the topic deleted and created again)
+     * fails the query, or with ``failOnDataLoss=false`` is read again from its earliest offset.
+     */
+    static final class TopicStream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
+        private final Options opts;
+        private Map<String, Map<Integer, long[]>> availableNow; // the snapshot at the start of an AvailableNow query
+
+        TopicStream(Options opts) {
+            this.opts = opts;
+        }
+
+        private Map<String, Map<Integer, long[]>> snapshot() {
+            try {
+                return Planner.snapshot(opts);
+            } catch (IOException e) {
+                throw new UncheckedIOException("reading the offsets of " + NAME + ": " + e.getMessage(), e);
+            }
+        }
+
+        @Override
+        public Offset initialOffset() {
+            return new TopicOffset(Planner.resolve(opts.starting == null ? "latest" : opts.starting, "startingOffsets",
+                    true, snapshot()));
+        }
+
+        @Override
+        public Offset latestOffset() {
+            throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is the one to call");
+        }
+
+        @Override
+        public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+            TopicOffset start = (TopicOffset) startOffset;
+            Map<String, Map<Integer, long[]>> snap = availableNow != null ? availableNow : snapshot();
+            Map<String, Map<Integer, Long>> end = new TreeMap<>();
+            long total = 0;
+            for (Map.Entry<String, Map<Integer, long[]>> t : snap.entrySet()) {
+                Map<Integer, Long> parts = new TreeMap<>();
+                for (Map.Entry<Integer, long[]> p : t.getValue().entrySet()) {
+                    long from = start.get(t.getKey(), p.getKey(), p.getValue()[0]);
+                    parts.put(p.getKey(), p.getValue()[1]);
+                    total += Math.max(0, p.getValue()[1] - from);
+                }
+                end.put(t.getKey(), parts);
+            }
+            if (limit instanceof ReadMaxRows max && total > max.maxRows()) {
+                // each partition's share of maxRows by what it has, the rest by largest remainder: exactly maxRows
+                List<Map.Entry<Integer, Long>> entries = new ArrayList<>();
+                List<long[]> shares = new ArrayList<>(); // {from, have, take}
+                List<Double> remainders = new ArrayList<>();
+                long given = 0;
+                for (Map.Entry<String, Map<Integer, Long>> t : end.entrySet()) {
+                    for (Map.Entry<Integer, Long> p : t.getValue().entrySet()) {
+                        long from = start.get(t.getKey(), p.getKey(), snap.get(t.getKey()).get(p.getKey())[0]);
+                        long have = Math.max(0, p.getValue() - from);
+                        double exact = (double) have * max.maxRows() / total;
+                        long take = (long) Math.floor(exact);
+                        entries.add(p);
+                        shares.add(new long[] {from, have, take});
+                        remainders.add(exact - take);
+                        given += take;
+                    }
+                }
+                Integer[] order = new Integer[entries.size()];
+                for (int i = 0; i < order.length; i++) {
+                    order[i] = i;
+                }
+                Arrays.sort(order, (x, y) -> Double.compare(remainders.get(y), remainders.get(x)));
+                for (int i : order) {
+                    if (given >= max.maxRows()) {
+                        break;
+                    }
+                    long[] sh = shares.get(i);
+                    if (sh[2] < sh[1]) {
+                        sh[2]++;
+                        given++;
+                    }
+                }
+                for (int i = 0; i < entries.size(); i++) {
+                    long[] sh = shares.get(i);
+                    if (sh[1] > 0) {
+                        entries.get(i).setValue(sh[0] + sh[2]);
+                    }
+                }
+            }
+            return new TopicOffset(end);
+        }
+
+        @Override
+        public ReadLimit getDefaultReadLimit() {
+            return opts.maxOffsetsPerTrigger != null ? ReadLimit.maxRows(opts.maxOffsetsPerTrigger) : ReadLimit.allAvailable();
+        }
+
+        @Override
+        public void prepareForTriggerAvailableNow() {
+            availableNow = snapshot();
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions(Offset startOffset, Offset endOffset) {
+            TopicOffset start = (TopicOffset) startOffset;
+            TopicOffset end = (TopicOffset) endOffset;
+            Map<String, Map<Integer, long[]>> snap = null;
+            List<OffsetRange> ranges = new ArrayList<>();
+            for (Map.Entry<String, Map<Integer, Long>> t : end.offsets.entrySet()) {
+                for (Map.Entry<Integer, Long> p : t.getValue().entrySet()) {
+                    long until = p.getValue();
+                    long from = start.get(t.getKey(), p.getKey(), -1);
+                    if (from < 0 || until < from) {
+                        if (snap == null) {
+                            snap = snapshot();
+                        }
+                        long[] el = snap.getOrDefault(t.getKey(), Map.of()).get(p.getKey());
+                        long earliest = el == null ? 0 : el[0];
+                        if (from >= 0 && opts.settings.failOnDataLoss) {
+                            throw new IllegalStateException("the offset of " + t.getKey() + "-" + p.getKey() + " went from "
+                                    + from + " to " + until + " (the topic was deleted and created again?): some data may "
+                                    + "have been lost. Set failOnDataLoss=false to read that partition again from its "
+                                    + "earliest offset");
+                        }
+                        from = Math.min(earliest, until);
+                    }
+                    if (until > from) {
+                        ranges.add(new OffsetRange(t.getKey(), p.getKey(), from, until));
+                    }
+                }
+            }
+            return Planner.split(ranges, opts.minPartitions).toArray(new InputPartition[0]);
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return new ReaderFactory(opts.settings);
+        }
+
+        @Override
+        public Offset deserializeOffset(String json) {
+            return TopicOffset.parse(json);
+        }
+
+        @Override
+        public void commit(Offset end) {
+            // the checkpoint is the source of truth; nothing is committed to the brokers
+        }
+
+        @Override
+        public void stop() {
+            // no connection is kept between micro-batches
+        }
+    }
+
     /** The options, checked on the driver before any job runs. */
     static final class Options implements Serializable {
         private static final Set<String> UNSUPPORTED = Set.of("startingtimestamp", "startingoffsetsbytimestamp",
-                "endingtimestamp", "endingoffsetsbytimestamp", "maxoffsetspertrigger", "commitoffsetstogroup");
+                "endingtimestamp", "endingoffsetsbytimestamp", "commitoffsetstogroup");
         Settings settings;
         List<String> subscribe;
         String pattern;
         Map<String, List<Integer>> assign;
-        String starting;
-        String ending;
+        String starting; // null: not given (earliest for a batch query, latest for a stream)
+        String ending; // null: not given (latest)
         Integer minPartitions;
+        Long maxOffsetsPerTrigger;
 
         static Options parse(CaseInsensitiveStringMap o) {
             Options out = new Options();
@@ -380,13 +577,22 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             } else {
                 out.assign = parseAssign(o.get("assign"));
             }
-            out.starting = offsetsSpec(o.get("startingOffsets"), "startingOffsets", "earliest");
-            out.ending = offsetsSpec(o.get("endingOffsets"), "endingOffsets", "latest");
-            if (out.starting.equals("latest")) {
-                throw new IllegalArgumentException("startingOffsets cannot be latest for a batch query");
-            }
-            if (out.ending.equals("earliest")) {
+            out.starting = offsetsSpec(o.get("startingOffsets"), "startingOffsets", null);
+            out.ending = offsetsSpec(o.get("endingOffsets"), "endingOffsets", null);
+            if ("earliest".equals(out.ending)) {
                 throw new IllegalArgumentException("endingOffsets cannot be earliest");
+            }
+            String perTrigger = o.get("maxOffsetsPerTrigger");
+            if (perTrigger != null) {
+                try {
+                    out.maxOffsetsPerTrigger = Long.parseLong(perTrigger.strip());
+                } catch (NumberFormatException e) {
+                    out.maxOffsetsPerTrigger = -1L;
+                }
+                if (out.maxOffsetsPerTrigger <= 0) {
+                    throw new IllegalArgumentException("option maxOffsetsPerTrigger must be a positive integer, got '"
+                            + perTrigger + "'");
+                }
             }
             String min = o.get("minPartitions");
             if (min != null) {
@@ -546,7 +752,21 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
         @Override
         public Batch toBatch() {
+            if ("latest".equals(opts.starting)) {
+                throw new IllegalArgumentException("startingOffsets cannot be latest for a batch query");
+            }
+            if (opts.maxOffsetsPerTrigger != null) {
+                throw new IllegalArgumentException("maxOffsetsPerTrigger is for streaming queries only");
+            }
             return this;
+        }
+
+        @Override
+        public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+            if (opts.ending != null) {
+                throw new IllegalArgumentException("endingOffsets is for batch queries only");
+            }
+            return new TopicStream(opts);
         }
 
         @Override
@@ -596,7 +816,22 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             throw last != null ? last : new IOException("no bootstrap server");
         }
 
-        private static List<OffsetRange> plan(Options opts, KafkaWire w) throws IOException {
+        /** Each subscribed partition's {earliest, latest} offsets (latest: the last stable offset under
+         * read_committed); topics that do not exist (yet) are left out, as by the tidelog source. */
+        static Map<String, Map<Integer, long[]>> snapshot(Options opts) throws IOException {
+            Settings s = opts.settings;
+            IOException last = null;
+            for (String bootstrap : s.bootstrap) {
+                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
+                    return snapshot(opts, w);
+                } catch (IOException e) {
+                    last = e;
+                }
+            }
+            throw last != null ? last : new IOException("no bootstrap server");
+        }
+
+        private static Map<String, Map<Integer, long[]>> snapshot(Options opts, KafkaWire w) throws IOException {
             List<String> topics;
             if (opts.subscribe != null) {
                 topics = opts.subscribe;
@@ -606,7 +841,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 topics = null;
             }
             KafkaWire.Metadata md = w.metadata(topics);
-            Map<String, List<Integer>> wanted = new TreeMap<>();
+            Map<String, Map<Integer, long[]>> out = new TreeMap<>();
             for (Map.Entry<String, Map<Integer, String>> t : md.leaders().entrySet()) {
                 String name = t.getKey();
                 Short err = md.topicErrors().get(name);
@@ -624,23 +859,54 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                     parts.retainAll(opts.assign.get(name));
                 }
                 parts.sort(Comparator.naturalOrder());
-                wanted.put(name, parts);
+                Map<Integer, long[]> earliest = offsets(md, name, parts, -2, opts.settings.isolation, opts.settings);
+                Map<Integer, long[]> latest = offsets(md, name, parts, -1, opts.settings.isolation, opts.settings);
+                Map<Integer, long[]> both = new TreeMap<>();
+                for (int p : parts) {
+                    both.put(p, new long[] {earliest.get(p)[1], latest.get(p)[1]});
+                }
+                out.put(name, both);
             }
-            int isolation = opts.settings.isolation;
-            Map<String, Map<Integer, Long>> startJson = opts.starting.startsWith("{")
-                    ? Options.parseOffsets(opts.starting, "startingOffsets") : Map.of();
-            Map<String, Map<Integer, Long>> endJson = opts.ending.startsWith("{")
-                    ? Options.parseOffsets(opts.ending, "endingOffsets") : Map.of();
+            return out;
+        }
+
+        /** Offsets per partition of ``spec`` (earliest, latest or JSON with -2 / -1) against a snapshot. */
+        static Map<String, Map<Integer, Long>> resolve(String spec, String name, boolean starting,
+                                                       Map<String, Map<Integer, long[]>> snap) {
+            Map<String, Map<Integer, Long>> json = spec != null && spec.startsWith("{")
+                    ? Options.parseOffsets(spec, name) : Map.of();
+            Map<String, Map<Integer, Long>> out = new TreeMap<>();
+            for (Map.Entry<String, Map<Integer, long[]>> t : snap.entrySet()) {
+                Map<Integer, Long> parts = new TreeMap<>();
+                for (Map.Entry<Integer, long[]> p : t.getValue().entrySet()) {
+                    long[] el = p.getValue();
+                    long off;
+                    if ("earliest".equals(spec)) {
+                        off = el[0];
+                    } else if ("latest".equals(spec)) {
+                        off = el[1];
+                    } else {
+                        off = pick(json, t.getKey(), p.getKey(), starting, el[0], el[1]);
+                    }
+                    parts.put(p.getKey(), off);
+                }
+                out.put(t.getKey(), parts);
+            }
+            return out;
+        }
+
+        private static List<OffsetRange> plan(Options opts, KafkaWire w) throws IOException {
+            Map<String, Map<Integer, long[]>> snap = snapshot(opts, w);
+            Map<String, Map<Integer, Long>> from = resolve(opts.starting == null ? "earliest" : opts.starting,
+                    "startingOffsets", true, snap);
+            Map<String, Map<Integer, Long>> until = resolve(opts.ending == null ? "latest" : opts.ending,
+                    "endingOffsets", false, snap);
             List<OffsetRange> ranges = new ArrayList<>();
-            for (Map.Entry<String, List<Integer>> t : wanted.entrySet()) {
-                String topic = t.getKey();
-                Map<Integer, long[]> earliest = offsets(md, topic, t.getValue(), -2, isolation, opts.settings);
-                Map<Integer, long[]> latest = offsets(md, topic, t.getValue(), -1, isolation, opts.settings);
-                for (int p : t.getValue()) {
-                    long from = pick(startJson, topic, p, true, earliest.get(p)[1], latest.get(p)[1]);
-                    long until = pick(endJson, topic, p, false, earliest.get(p)[1], latest.get(p)[1]);
-                    if (until > from) {
-                        ranges.add(new OffsetRange(topic, p, from, until));
+            for (Map.Entry<String, Map<Integer, Long>> t : until.entrySet()) {
+                for (Map.Entry<Integer, Long> p : t.getValue().entrySet()) {
+                    long start = from.get(t.getKey()).get(p.getKey());
+                    if (p.getValue() > start) {
+                        ranges.add(new OffsetRange(t.getKey(), p.getKey(), start, p.getValue()));
                     }
                 }
             }
