@@ -59,12 +59,14 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * ``format("tidelog-jvm")``: reads (batch and micro-batch streams) and writes of Tidelog topics in the JVM,
- * through the brokers' Kafka listener. Reads have the Kafka source's schema and its options (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
- * ``endingOffsets``, ``includeHeaders``, ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``);
- * writes (batch and streaming) take the Kafka sink's columns (``key``, ``value``, ``topic``, ``partition``,
- * ``headers``) and are at least once (``TopicWriter``). The rows never pass through Python, which is what bounds the ``tidelog`` Python
- * data source and sink. Secure clusters take the ``tidelog`` source's security options (``Security``: TLS,
- * SCRAM); timestamps and exactly-once writes stay with ``format("tidelog")``.
+ * through the brokers' Kafka listener. Reads have the Kafka source's schema and its options
+ * (``kafka.bootstrap.servers``, ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
+ * ``endingOffsets``, ``includeHeaders``, ``kafka.isolation.level``, ``failOnDataLoss``, ``minPartitions``,
+ * ``maxOffsetsPerTrigger``); writes (batch and streaming) take the Kafka sink's columns (``key``, ``value``,
+ * ``topic``, ``partition``, ``headers``) and are at least once (``TopicWriter``). The rows never pass through
+ * Python, which is what bounds the ``tidelog`` Python data source and sink. Secure clusters take the ``tidelog``
+ * source's security options (``Security``: TLS, SCRAM); timestamps and exactly-once writes stay with
+ * ``format("tidelog")``.
  */
 public final class TidelogJvmSource implements TableProvider, DataSourceRegister {
     static final String NAME = "tidelog-jvm";
