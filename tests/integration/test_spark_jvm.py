@@ -58,7 +58,9 @@ def test_the_spark_jvm_gives_the_python_sources_rows(env, spark) -> None:  # noq
     split = jvm(spark, cluster, subscribePattern=f"{topic}$", minPartitions="7")
     assert split.rdd.getNumPartitions() == 7 and rows(split) == rows(jvm(spark, cluster, subscribe=topic))
     # a topic that does not exist is empty, as with the Python source
-    assert jvm(spark, cluster, subscribe=unique("nothing")).count() == 0
+    nothing = unique("nothing")
+    assert jvm(spark, cluster, subscribe=nothing).count() == 0
+    assert nothing not in admin.list_topics()  # reading never creates a topic (Metadata v4, no auto-creation)
 
 
 def test_the_jvm_reader_streams(env, spark, tmp_path) -> None:  # noqa: F811
@@ -245,10 +247,10 @@ def test_the_jvm_writer_round_trip(env, spark) -> None:  # noqa: F811
         key = None if i % 7 == 0 else f"k{i % 101}"
         value = None if i % 250 == 3 else ("" if i % 250 == 4 else f"v{i}")
         headers = [("i", str(i).encode()), ("none", None)] if i % 2 else []
-        rows.append((key, value, headers, 2 if i % 13 == 0 else None, b if i % 5 == 0 else None, i))
+        rows.append((key, value, headers, 2 if i % 13 == 0 else None, b if i % 5 == 0 else a, i))
     df = spark.createDataFrame(rows, "key string, value string, headers array<struct<key:string,value:binary>>, "
                                      "partition int, topic string, ignored int")
-    jvm_write(df, cluster, topic=a)
+    jvm_write(df, cluster)  # each row to its topic column's topic
     got = {}
     for t in (a, b):
         for r in read(spark, bootstrap, subscribe=t, includeHeaders="true").collect():
@@ -262,7 +264,7 @@ def test_the_jvm_writer_round_trip(env, spark) -> None:  # noqa: F811
         if value is None or value == "":
             continue
         [(t, part, r)] = by_value[value]
-        assert t == (topic or a)
+        assert t == topic
         assert (r.key.decode() if r.key is not None else None) == key
         assert [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers] == headers
         if partition is not None:
@@ -274,6 +276,11 @@ def test_the_jvm_writer_round_trip(env, spark) -> None:  # noqa: F811
              if r.key is not None and (r.value is None or not r.value or rows[int(r.value[1:])][3] is None)]
     assert len(keyed) > 2000
     assert all(part == partition_for_key(key, 3) for part, key in keyed)
+    # the topic option wins over a topic column, as in Spark's Kafka sink
+    c = unique("jwc")
+    admin.create_topic(c, partitions=1)
+    jvm_write(spark.createDataFrame([(f"o{i}", b) for i in range(10)], "value string, topic string"), cluster, topic=c)
+    assert jvm(spark, cluster, subscribe=c).count() == 10
 
 
 def test_the_jvm_writer_bounds_its_open_batches(env, spark) -> None:  # noqa: F811

@@ -154,6 +154,13 @@ def test_the_jvm_reader_and_writer_sign_in_with_scram_over_tls(secure, spark) ->
         with pytest.raises(Exception) as exc:
             spark.read.format("tidelog-jvm").options(**opts).option("subscribe", TOPIC).load().collect()
         assert message in str(exc.value) and "nope-7" not in str(exc.value) and PASSWORDS["bob"] not in str(exc.value)
-    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED"):
-        (spark.createDataFrame([("x",)], "value string").write.format("tidelog-jvm").mode("append")
-         .options(**jvm_options(c, "bob")).option("topic", TOPIC).save())
+    for user, opts, message in (
+            ("bob", jvm_options(c, "bob"), "TOPIC_AUTHORIZATION_FAILED"),
+            ("alice", {**jvm_options(c, "alice"), "kafka.sasl.jaas.config":
+                       f'{SCRAM} required username="alice" password="nope-7";'}, "SASL_AUTHENTICATION_FAILED")):
+        started = time.monotonic()
+        with pytest.raises(Exception) as exc:
+            (spark.createDataFrame([("x",)], "value string").write.format("tidelog-jvm").mode("append")
+             .options(**opts).option("kafka.delivery.timeout.ms", "600000").option("topic", TOPIC).save())
+        assert message in str(exc.value), user
+        assert time.monotonic() - started < 60, "refused at once, not retried until the delivery timeout (10 min)"

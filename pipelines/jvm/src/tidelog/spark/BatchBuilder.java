@@ -37,6 +37,11 @@ final class BatchBuilder {
         return pos;
     }
 
+    /** Memory held (the buffer's capacity). */
+    int capacity() {
+        return buf.length;
+    }
+
     /** An upper bound of what a record adds (Kafka's estimate: the varints at their widest). */
     static int estimate(int keyLength, int valueLength, int headersLength) {
         return 21 + Math.max(keyLength, 0) + Math.max(valueLength, 0) + headersLength + 5;

@@ -18,7 +18,7 @@ import java.util.Map;
 
 /**
  * One plaintext connection to a Tidelog broker's Kafka listener, speaking the requests a batch read or write
- * needs in non-flexible versions the listener serves: Metadata v1, ListOffsets v2, Fetch v5, InitProducerId v0
+ * needs in non-flexible versions the listener serves: Metadata v4, ListOffsets v2, Fetch v5, InitProducerId v0
  * and Produce v8 (request header v1, response header v0). Not thread safe: one per reader or writer.
  */
 final class KafkaWire implements Closeable {
@@ -59,6 +59,10 @@ final class KafkaWire implements Closeable {
             } catch (IOException e) {
                 close();
                 throw e;
+            } catch (RuntimeException e) { // a malformed answer: a bad base64 value, a short buffer
+                close();
+                throw new IOException("SASL_AUTHENTICATION_FAILED: a malformed SCRAM exchange with " + address + ": "
+                        + e, e);
             }
         }
     }
@@ -159,17 +163,21 @@ final class KafkaWire implements Closeable {
         return s;
     }
 
-    // -- Metadata v1 -------------------------------------------------------------------------------------------
+    // -- Metadata v4 -------------------------------------------------------------------------------------------
 
     /** Partition leaders of ``topics`` (all when null): topic -> partition -> leader's host:port (null while it has none). */
     record Metadata(Map<String, Map<Integer, String>> leaders, Map<String, Short> topicErrors) { }
 
-    Metadata metadata(List<String> topics) throws IOException {
+    /** Metadata v4: ``autoCreate`` false for readers (a read never creates a topic), true for writers (as
+     * Kafka's producer, with the brokers' ``auto.create.topics.enable``). */
+    Metadata metadata(List<String> topics, boolean autoCreate) throws IOException {
         Body body = new Body().i32(topics == null ? -1 : topics.size()); // null: every topic
         for (String t : topics == null ? List.<String>of() : topics) {
             body.str(t);
         }
-        ByteBuffer r = call(METADATA, (short) 1, body.done());
+        body.i8(autoCreate ? 1 : 0);
+        ByteBuffer r = call(METADATA, (short) 4, body.done());
+        r.getInt(); // throttle
         Map<Integer, String> brokers = new HashMap<>();
         int nb = r.getInt();
         for (int i = 0; i < nb; i++) {
@@ -179,6 +187,7 @@ final class KafkaWire implements Closeable {
             str(r); // rack
             brokers.put(id, host + ":" + port);
         }
+        str(r); // cluster id
         r.getInt(); // controller id
         Map<String, Map<Integer, String>> leaders = new HashMap<>();
         Map<String, Short> errors = new HashMap<>();

@@ -136,8 +136,13 @@ final class RangeReader implements PartitionReader<InternalRow> {
             case 0:
                 break;
             case 1: { // OFFSET_OUT_OF_RANGE: the start is gone (retention, deleted records) or past the end
-                long logStart = wire.listOffsets(range.topic, List.of(range.partition), -2, settings.isolation)
-                        .getOrDefault(range.partition, new long[] {-1, -1})[1];
+                long[] earliest = wire.listOffsets(range.topic, List.of(range.partition), -2, settings.isolation)
+                        .getOrDefault(range.partition, new long[] {-1, -1});
+                if (earliest[0] != 0 || earliest[1] < 0) { // the leadership moved meanwhile: ask again
+                    retry("ListOffsets after OFFSET_OUT_OF_RANGE answered error " + earliest[0], null);
+                    return;
+                }
+                long logStart = earliest[1];
                 if (logStart > nextOffset && settings.failOnDataLoss) {
                     throw new IOException("OFFSET_OUT_OF_RANGE: " + where(nextOffset) + " is no longer in the log "
                             + "(it starts at " + logStart + "); some data may have been lost. "
@@ -179,6 +184,13 @@ final class RangeReader implements PartitionReader<InternalRow> {
             }
             return;
         }
+        if (endOfWholeBatches(fp.records) < 0) { // not one whole batch: Kafka always sends the first whole
+            if (++emptyFetches > MAX_EMPTY_FETCHES) {
+                throw new IOException("no whole record batch at " + where(nextOffset) + " in " + MAX_EMPTY_FETCHES
+                        + " fetches of " + settings.maxPartitionFetchBytes + " bytes");
+            }
+            return;
+        }
         emptyFetches = 0;
         fetched = fp.records;
         // Ask for what follows while this response is decoded: the broker reads the next records meanwhile.
@@ -209,7 +221,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
         IOException last = null;
         for (String bootstrap : settings.bootstrap) {
             try (KafkaWire w = new KafkaWire(bootstrap, settings.requestTimeoutMs, settings.security)) {
-                KafkaWire.Metadata md = w.metadata(List.of(range.topic));
+                KafkaWire.Metadata md = w.metadata(List.of(range.topic), false);
                 String leader = md.leaders().getOrDefault(range.topic, java.util.Map.of()).get(range.partition);
                 if (leader != null) {
                     return leader;
@@ -244,14 +256,14 @@ final class RangeReader implements PartitionReader<InternalRow> {
             int start = f.position();
             long base = f.getLong(start);
             int length = f.getInt(start + 8);
+            if (length < HEADER_SIZE - 12) {
+                throw new IOException("CORRUPT_MESSAGE: a batch of " + length + " bytes in " + where(base));
+            }
             if (f.remaining() < 12 + length) {
                 fetched = null; // a partial batch at the end of the response: fetch it again
                 return false;
             }
             f.position(start + 12 + length);
-            if (length < HEADER_SIZE - 12) {
-                throw new IOException("batch of " + length + " bytes in " + where(base) + ": corrupt");
-            }
             byte magic = f.get(start + 16);
             if (magic != 2) {
                 throw new IOException("record batch format v" + magic + " in " + where(base)

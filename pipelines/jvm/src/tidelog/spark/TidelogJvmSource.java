@@ -410,6 +410,13 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             TopicOffset start = (TopicOffset) startOffset;
             Map<String, Map<Integer, long[]>> snap = availableNow != null ? availableNow : snapshot();
             Map<String, Map<Integer, Long>> end = new TreeMap<>();
+            // a partition the snapshot lacks (its topic briefly unreadable) keeps its offset: it is not dropped from
+            // the checkpoint, which would read it again from its earliest offset when it is back
+            start.offsets.forEach((t, ps) -> {
+                if (!snap.containsKey(t)) {
+                    end.put(t, new TreeMap<>(ps));
+                }
+            });
             long total = 0;
             for (Map.Entry<String, Map<Integer, long[]>> t : snap.entrySet()) {
                 Map<Integer, Long> parts = new TreeMap<>();
@@ -427,6 +434,9 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 List<Double> remainders = new ArrayList<>();
                 long given = 0;
                 for (Map.Entry<String, Map<Integer, Long>> t : end.entrySet()) {
+                    if (!snap.containsKey(t.getKey())) {
+                        continue; // carried forward: nothing to read there now
+                    }
                     for (Map.Entry<Integer, Long> p : t.getValue().entrySet()) {
                         long from = start.get(t.getKey(), p.getKey(), snap.get(t.getKey()).get(p.getKey())[0]);
                         long have = Math.max(0, p.getValue() - from);
@@ -822,15 +832,29 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
          * read_committed); topics that do not exist (yet) are left out, as by the tidelog source. */
         static Map<String, Map<Integer, long[]>> snapshot(Options opts) throws IOException {
             Settings s = opts.settings;
+            long deadline = System.currentTimeMillis() + s.requestTimeoutMs;
             IOException last = null;
-            for (String bootstrap : s.bootstrap) {
-                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
-                    return snapshot(opts, w);
-                } catch (IOException e) {
-                    last = e;
+            for (int attempt = 0; ; attempt++) {
+                for (String bootstrap : s.bootstrap) {
+                    try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
+                        return snapshot(opts, w);
+                    } catch (IOException e) {
+                        if (TopicWriter.fatal(e)) {
+                            throw e;
+                        }
+                        last = e; // a leader moving (no leader, NOT_LEADER_OR_FOLLOWER): ask again
+                    }
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw last != null ? last : new IOException("no bootstrap server");
+                }
+                try {
+                    Thread.sleep(Math.min(100L << Math.min(attempt, 3), 1000L));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted", e);
                 }
             }
-            throw last != null ? last : new IOException("no bootstrap server");
         }
 
         private static Map<String, Map<Integer, long[]>> snapshot(Options opts, KafkaWire w) throws IOException {
@@ -842,7 +866,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             } else {
                 topics = null;
             }
-            KafkaWire.Metadata md = w.metadata(topics);
+            KafkaWire.Metadata md = w.metadata(topics, false);
             Map<String, Map<Integer, long[]>> out = new TreeMap<>();
             for (Map.Entry<String, Map<Integer, String>> t : md.leaders().entrySet()) {
                 String name = t.getKey();

@@ -72,12 +72,19 @@ final class TopicWriter implements DataWriter<InternalRow> {
         final int partition;
         final ByteBuffer bytes;
         final int sequence;
+        final int count;
+        String lastError; // why its last attempt failed: named in the error when it never succeeds
 
-        Pending(String topic, int partition, ByteBuffer bytes, int sequence) {
+        Pending(String topic, int partition, ByteBuffer bytes, int sequence, int count) {
             this.topic = topic;
             this.partition = partition;
             this.bytes = bytes;
             this.sequence = sequence;
+            this.count = count;
+        }
+
+        String tp() {
+            return topic + "\u0000" + partition;
         }
     }
 
@@ -101,11 +108,12 @@ final class TopicWriter implements DataWriter<InternalRow> {
     private final Map<String, Conn> conns = new HashMap<>();
     private final Map<String, BatchBuilder> open = new HashMap<>();
     private final Map<String, Integer> sequences = new HashMap<>();
+    private final Map<String, Integer> acked = new HashMap<>(); // per partition: the last acknowledged sequence
     private final List<Pending> failed = new ArrayList<>();
     private long producerId = -1;
     private short producerEpoch = -1;
     private long records;
-    private long openBytes; // records' bytes in open batches
+    private long openBytes; // memory held by open batches (their buffers' capacity)
 
     TopicWriter(WriteSettings settings) {
         this.s = settings;
@@ -115,7 +123,9 @@ final class TopicWriter implements DataWriter<InternalRow> {
 
     @Override
     public void write(InternalRow row) throws IOException {
-        String topic = s.topicCol >= 0 && !row.isNullAt(s.topicCol) ? row.getUTF8String(s.topicCol).toString() : s.topic;
+        // the topic option wins over a topic column, as in Spark's Kafka sink
+        String topic = s.topic != null ? s.topic
+                : s.topicCol >= 0 && !row.isNullAt(s.topicCol) ? row.getUTF8String(s.topicCol).toString() : null;
         if (topic == null) {
             throw new IOException("a row has no topic: give the topic option or a non-null topic column");
         }
@@ -172,10 +182,11 @@ final class TopicWriter implements DataWriter<InternalRow> {
         if (b == null) {
             b = new BatchBuilder(topic, partition, Math.min(s.batchSize, Math.max(estimate * 16, 64 << 10)) + estimate);
             open.put(tp, b);
+            openBytes += b.capacity();
         }
-        int before = b.size();
+        int before = b.capacity();
         b.append(System.currentTimeMillis(), keyArr, keyOff, keyLen, valueArr, valueOff, valueLen, headers);
-        openBytes += b.size() - before;
+        openBytes += b.capacity() - before;
         records++;
         if (openBytes > s.bufferMemory) {
             bound();
@@ -213,7 +224,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
     // -- sending -----------------------------------------------------------------------------------------------
 
     private void ship(BatchBuilder b) throws IOException {
-        openBytes -= b.size() - BatchBuilder.HEADER_SIZE;
+        openBytes -= b.capacity();
         if (!failed.isEmpty()) { // what failed goes first, in order: never more than max.in.flight per partition
             recover();
         }
@@ -224,11 +235,12 @@ final class TopicWriter implements DataWriter<InternalRow> {
             base = sequences.getOrDefault(tp, 0);
             sequences.put(tp, base + b.count);
         }
-        send(new Pending(b.topic, b.partition, b.close(s.codec, producerId, producerEpoch, base), base));
+        int count = b.count;
+        send(new Pending(b.topic, b.partition, b.close(s.codec, producerId, producerEpoch, base), base, count));
     }
 
-    /** Past ``buffer.memory`` of open batches (many partitions), the largest goes now, as Kafka's accumulator
-     * bounds what it holds. */
+    /** Past ``buffer.memory`` held by open batches (many partitions), the largest goes now, as Kafka's
+     * accumulator bounds what it holds (batches in flight, at most max.in.flight per connection, are not counted). */
     private void bound() throws IOException {
         while (openBytes > s.bufferMemory && !open.isEmpty()) {
             Map.Entry<String, BatchBuilder> largest = null;
@@ -242,26 +254,45 @@ final class TopicWriter implements DataWriter<InternalRow> {
         }
     }
 
+    private void fail(Pending p, String why) {
+        p.lastError = why;
+        failed.add(p);
+    }
+
+    /** Errors that no retry mends: the task fails at once, naming them. */
+    static boolean fatal(IOException e) {
+        String m = String.valueOf(e.getMessage());
+        return m.startsWith("SASL_AUTHENTICATION_FAILED") || m.startsWith("UNSUPPORTED_SASL_MECHANISM")
+                || m.startsWith("TLS to") || m.contains("AUTHORIZATION_FAILED");
+    }
+
     private void send(Pending p) throws IOException {
         TopicInfo info = topic(p.topic);
         String leader = info.leaders[p.partition];
         if (leader == null) {
-            failed.add(p);
+            fail(p, "no leader for " + p.topic + "-" + p.partition);
             return;
         }
         Conn c;
         try {
             c = conn(leader);
         } catch (IOException e) {
-            failed.add(p);
+            if (fatal(e)) {
+                throw e;
+            }
+            fail(p, "connecting to " + leader + ": " + e.getMessage());
             return;
         }
         while (s.acks != 0 && c.inflight.size() >= s.maxInFlight) {
             receiveOne(leader, c);
             if (conns.get(leader) != c) { // the connection broke while draining it
-                failed.add(p);
+                fail(p, "the connection to " + leader + " broke");
                 return;
             }
+        }
+        if (!failed.isEmpty()) { // an earlier batch failed while this one waited: it goes first (recover)
+            fail(p, "waiting for an earlier batch");
+            return;
         }
         try {
             int id = c.wire.sendProduce(p.topic, p.partition, p.bytes, s.acks, s.requestTimeoutMs);
@@ -270,8 +301,8 @@ final class TopicWriter implements DataWriter<InternalRow> {
                 c.inflight.add(p);
             }
         } catch (IOException e) {
-            broken(leader, c);
-            failed.add(p);
+            broken(leader, c, e);
+            fail(p, "sending to " + leader + ": " + e.getMessage());
         }
     }
 
@@ -282,24 +313,37 @@ final class TopicWriter implements DataWriter<InternalRow> {
         try {
             r = c.wire.receiveProduce(id);
         } catch (IOException e) {
-            failed.add(p);
-            broken(leader, c);
+            fail(p, "the answer from " + leader + ": " + e.getMessage());
+            broken(leader, c, e);
             return;
         }
         if (r.error() == 0 || r.error() == 46) { // 46: DUPLICATE_SEQUENCE_NUMBER, already appended
+            acked(p);
             return;
         }
+        if (r.error() == 45 && p.sequence >= 0 && p.sequence + p.count - 1 <= acked.getOrDefault(p.tp(), -1)) {
+            return; // OUT_OF_ORDER_SEQUENCE_NUMBER for a batch below one acknowledged after it: it was written
+        }
+        String why = NAMES.getOrDefault(r.error(), "Kafka error code " + r.error()) + " producing to " + p.topic + "-"
+                + p.partition + (r.message() != null ? ": " + r.message() : "");
         if (RETRIABLE.contains(r.error())) {
-            failed.add(p);
+            fail(p, why);
             return;
         }
-        throw new IOException(NAMES.getOrDefault(r.error(), "Kafka error code " + r.error()) + " producing to "
-                + p.topic + "-" + p.partition + (r.message() != null ? ": " + r.message() : ""));
+        throw new IOException(why);
+    }
+
+    private void acked(Pending p) {
+        if (p.sequence >= 0) {
+            acked.merge(p.tp(), p.sequence + p.count - 1, Math::max);
+        }
     }
 
     /** A connection that failed: everything in flight on it may or may not be written, so it goes again. */
-    private void broken(String leader, Conn c) {
-        failed.addAll(c.inflight);
+    private void broken(String leader, Conn c, IOException why) {
+        for (Pending q : c.inflight) {
+            fail(q, "the connection to " + leader + " broke: " + why.getMessage());
+        }
         c.inflight.clear();
         c.ids.clear();
         c.wire.close();
@@ -323,7 +367,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
             if (System.currentTimeMillis() > deadline) {
                 Pending p = failed.get(0);
                 throw new IOException("producing to " + p.topic + "-" + p.partition + " did not succeed within "
-                        + s.deliveryTimeoutMs + " ms (kafka.delivery.timeout.ms)");
+                        + s.deliveryTimeoutMs + " ms (kafka.delivery.timeout.ms); the last attempt: " + p.lastError);
             }
             try {
                 Thread.sleep(Math.min(100L << Math.min(attempt++, 3), 1000L));
@@ -357,7 +401,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
         while (true) {
             for (String bootstrap : s.bootstrap) {
                 try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
-                    KafkaWire.Metadata md = w.metadata(List.of(topic));
+                    KafkaWire.Metadata md = w.metadata(List.of(topic), true);
                     Short err = md.topicErrors().get(topic);
                     Map<Integer, String> leaders = md.leaders().get(topic);
                     if (err != null && err == 29) {
@@ -375,7 +419,7 @@ final class TopicWriter implements DataWriter<InternalRow> {
                     last = new IOException("UNKNOWN_TOPIC_OR_PARTITION: topic " + topic + " does not exist"
                             + (err != null ? " (Kafka error code " + err + ")" : ""));
                 } catch (IOException e) {
-                    if (e.getMessage() != null && e.getMessage().startsWith("TOPIC_AUTHORIZATION_FAILED")) {
+                    if (fatal(e)) {
                         throw e;
                     }
                     last = e;
@@ -418,7 +462,13 @@ final class TopicWriter implements DataWriter<InternalRow> {
                         return;
                     }
                     last = new IOException("InitProducerId failed with Kafka error code " + r[0]);
+                    if (!Set.of(7L, 14L, 15L, 16L, 19L, 51L).contains(r[0])) { // not a coordinator moving or loading
+                        throw last;
+                    }
                 } catch (IOException e) {
+                    if (fatal(e) || e == last) {
+                        throw e;
+                    }
                     last = e;
                 }
             }
