@@ -160,7 +160,9 @@ def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
         ({"subscribe": topic, "kafka.security.protocol": "SASL_SSL"}, "needs the cluster.s CA certificate"),
         ({"subscribe": topic, "kafka.security.protocol": "SASL_PLAINTEXT"}, "use SASL_SSL"),
         ({"subscribe": topic, "kafka.ssl.truststore.location": "/x.jks"}, "a Java keystore setting"),
-        ({"subscribe": topic, "startingTimestamp": "0"}, "not supported by format"),
+        ({"subscribe": topic, "startingTimestamp": "0"}, "option startingTimestamp is not supported by format"),
+        ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": 10**6}})}, "outside its log"),
+        ({"assign": json.dumps({topic: [5]})}, "has partitions 0 to 0"),
     ]
     for options, message in cases:
         with pytest.raises(Exception, match=message):
@@ -176,6 +178,9 @@ def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
     nobody = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", topic)
     with pytest.raises(Exception, match="planning the read"):
         nobody.load().collect()
+    grpc = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", env[1].split(",")[0])
+    with pytest.raises(Exception, match="is it a broker's Kafka listener"):  # the gRPC port, a common slip
+        grpc.option("subscribe", topic).load().collect()
 
 
 def test_data_loss_and_a_corrupt_batch(env, spark) -> None:  # noqa: F811

@@ -24,6 +24,9 @@ import java.util.Map;
 final class KafkaWire implements Closeable {
     static final short METADATA = 3, LIST_OFFSETS = 2, FETCH = 1, PRODUCE = 0, INIT_PRODUCER_ID = 22;
     static final int MAX_RESPONSE = 512 << 20;
+    /** What to check when what answers is not a Kafka listener speaking the expected protocol. */
+    static final String NOT_KAFKA = ": is it a broker's Kafka listener (cluster.json's kafka_bootstrap, not its gRPC "
+            + "brokers), and does kafka.security.protocol match it (a secure cluster's listener takes SASL_SSL or SSL)?";
 
     private final Socket socket;
     private final DataOutputStream out;
@@ -49,7 +52,8 @@ final class KafkaWire implements Closeable {
             socket = security != null && security.tls() ? security.wrap(raw, host, port) : raw;
         } catch (IOException e) {
             raw.close();
-            throw new IOException("TLS to " + address + " failed: " + e.getMessage(), e);
+            throw new IOException("TLS to " + address + " failed: " + e.getMessage() + " (is it a secure cluster's "
+                    + "Kafka listener, and kafka.ssl.ca.location its CA?)", e);
         }
         out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 64 << 10));
         in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 20));
@@ -103,13 +107,20 @@ final class KafkaWire implements Closeable {
         try {
             length = in.readInt();
         } catch (EOFException e) {
-            throw new IOException("the broker at " + address + " closed the connection (api key " + apiKey + ")", e);
+            throw new IOException("the broker at " + address + " closed the connection (api key " + apiKey + ")"
+                    + NOT_KAFKA, e);
         }
         if (length < 4 || length > MAX_RESPONSE) {
-            throw new IOException("response of " + length + " bytes from " + address + " is not a Kafka response");
+            throw new IOException("response of " + length + " bytes from " + address + " is not a Kafka response"
+                    + NOT_KAFKA);
         }
         byte[] data = new byte[length];
-        in.readFully(data);
+        try {
+            in.readFully(data);
+        } catch (EOFException e) {
+            throw new IOException("the broker at " + address + " closed the connection in the middle of a response "
+                    + "(api key " + apiKey + ")" + NOT_KAFKA, e);
+        }
         ByteBuffer resp = ByteBuffer.wrap(data);
         int got = resp.getInt();
         if (got != id) {

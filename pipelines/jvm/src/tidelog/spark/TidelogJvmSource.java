@@ -538,8 +538,6 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
     /** The options, checked on the driver before any job runs. */
     static final class Options implements Serializable {
-        private static final Set<String> UNSUPPORTED = Set.of("startingtimestamp", "startingoffsetsbytimestamp",
-                "endingtimestamp", "endingoffsetsbytimestamp", "commitoffsetstogroup");
         Settings settings;
         List<String> subscribe;
         String pattern;
@@ -557,8 +555,9 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                         + "listener (host:port,...; cluster.json's kafka_bootstrap)");
             }
             Security security = Security.parse(o);
-            for (String k : o.keySet()) {
-                if (UNSUPPORTED.contains(k.toLowerCase(Locale.ROOT))) {
+            for (String k : List.of("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
+                    "endingOffsetsByTimestamp", "commitOffsetsToGroup")) {
+                if (o.containsKey(k)) {
                     throw new IllegalArgumentException("option " + k + " is not supported by format(\"" + NAME
                             + "\"): use format(\"tidelog\")");
                 }
@@ -882,6 +881,12 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 }
                 List<Integer> parts = new ArrayList<>(t.getValue().keySet());
                 if (opts.assign != null) {
+                    for (int p : opts.assign.get(name)) {
+                        if (!parts.contains(p)) {
+                            throw new IllegalArgumentException("assign names " + name + "-" + p + ", but " + name
+                                    + " has partitions 0 to " + (parts.size() - 1));
+                        }
+                    }
                     parts.retainAll(opts.assign.get(name));
                 }
                 parts.sort(Comparator.naturalOrder());
@@ -950,7 +955,17 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
                 }
                 off = starting ? -2L : -1L;
             }
-            return off == -2 ? earliest : off == -1 ? latest : off;
+            if (off == -2) {
+                return earliest;
+            }
+            if (off == -1) {
+                return latest;
+            }
+            if (off < 0 || off > latest) {
+                throw new IllegalArgumentException((starting ? "startingOffsets" : "endingOffsets") + " gives " + off
+                        + " for " + topic + "-" + p + ", outside its log (" + earliest + " to " + latest + ")");
+            }
+            return off;
         }
 
         private static Map<Integer, long[]> offsets(KafkaWire.Metadata md, String topic, List<Integer> parts, long ts,
