@@ -117,6 +117,10 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
             writer = (spark.read.parquet(src).write.format("tidelog").options(**spark_options(settings))
                       .option("bootstrap.servers", servers).option("topic", topic).mode("append"))
         first_s, write_s = _timed_twice(writer.save)
+        landed = _records_in(servers, topic, settings)
+        if landed != 2 * records:  # the two writes, each whole: a figure for fewer records would mean nothing
+            raise click.ClickException(f"DataFrame -> topic: {topic} holds {landed} records after two writes of "
+                                       f"{records}")
     finally:
         try:
             admin.delete_topic(topic)
@@ -124,6 +128,14 @@ def _time_topic_write(spark: Any, src: str, servers: str, topic: str, partitions
             admin.close()
     return {"write_first_seconds": first_s, "write_seconds": write_s, "write_records_per_s": records / write_s,
             "write_mb_per_s": records * record_size / write_s / 1e6}
+
+
+def _records_in(servers: str, topic: str, settings: dict[str, Any]) -> int:
+    """Records in ``topic``: end minus beginning offsets, summed over its partitions."""
+    with Consumer(servers, **settings) as c:
+        tps = [TopicPartition(topic, p) for p in sorted(c.cluster.partitions_for(topic, 10))]
+        c.assign(tps)
+        return sum(c.end_offsets(tps).values()) - sum(c.beginning_offsets(tps).values())
 
 
 @click.command("spark")
