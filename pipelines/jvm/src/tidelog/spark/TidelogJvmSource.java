@@ -140,12 +140,12 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
                         @Override
                         public BatchWrite toBatch() {
-                            return new TopicBatchWrite(ws);
+                            return new TopicWrite(ws);
                         }
 
                         @Override
                         public StreamingWrite toStreaming() {
-                            return new TopicStreamingWrite(ws);
+                            return new TopicWrite(ws);
                         }
                     };
                 }
@@ -285,11 +285,19 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         }
     }
 
-    static final class TopicBatchWrite implements BatchWrite {
+    /** The write of a batch query, or of each micro-batch of a stream: every task writes its rows
+     * (``TopicWriter``: acknowledged before the task commits); at least once, as Spark's Kafka sink (a failed
+     * task's rows stay written; a task or micro-batch run again writes again), so nothing is left to commit. */
+    static final class TopicWrite implements BatchWrite, StreamingWrite {
         private final TopicWriter.WriteSettings ws;
 
-        TopicBatchWrite(TopicWriter.WriteSettings ws) {
+        TopicWrite(TopicWriter.WriteSettings ws) {
             this.ws = ws;
+        }
+
+        @Override
+        public boolean useCommitCoordinator() {
+            return true; // both interfaces' default: one committed attempt per task
         }
 
         @Override
@@ -299,39 +307,29 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         }
 
         @Override
-        public void commit(WriterCommitMessage[] messages) {
-            // every task's records were acknowledged before it committed: nothing is left to do
-        }
-
-        @Override
-        public void abort(WriterCommitMessage[] messages) {
-            // what a failed task sent stays written (at least once, as Spark's Kafka sink)
-        }
-    }
-
-    /** ``writeStream.format("tidelog-jvm")``: each micro-batch's tasks write as a batch write's do (at least
-     * once, as Spark's Kafka sink: a micro-batch run again writes again). */
-    static final class TopicStreamingWrite implements StreamingWrite {
-        private final TopicWriter.WriteSettings ws;
-
-        TopicStreamingWrite(TopicWriter.WriteSettings ws) {
-            this.ws = ws;
-        }
-
-        @Override
         public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
             TopicWriter.WriteSettings settings = ws;
             return (StreamingDataWriterFactory) (partitionId, taskId, epochId) -> new TopicWriter(settings);
         }
 
         @Override
+        public void commit(WriterCommitMessage[] messages) {
+            // acknowledged already
+        }
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {
+            // at least once: what was sent stays
+        }
+
+        @Override
         public void commit(long epochId, WriterCommitMessage[] messages) {
-            // every task's records were acknowledged before it committed
+            // acknowledged already
         }
 
         @Override
         public void abort(long epochId, WriterCommitMessage[] messages) {
-            // what a failed task sent stays written (at least once)
+            // at least once: what was sent stays
         }
     }
 
