@@ -13,7 +13,7 @@ import pytest
 from shared.client import Producer
 from shared.client.partitioner import partition_for_key
 from tests.conftest import wait_for
-from tests.integration.kafka_util import kafka_bootstrap
+from tests.integration.kafka_util import confluent_read, kafka_bootstrap
 from tests.integration.test_spark import _wait_log_start, produce, read, spark, unique  # noqa: F401
 
 
@@ -325,9 +325,10 @@ def test_the_jvm_writer_streams(env, spark, tmp_path) -> None:  # noqa: F811
     assert len(content(copied)) == 500 and content(copied) == content(original)
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_the_jvm_writer_compresses(env, spark, codec) -> None:  # noqa: F811
-    """Each codec's batches are stored compressed (the log's first batch says so) and read back whole."""
+    """Each codec's batches are stored compressed (the log's first batch says so) and read back whole, by the
+    tidelog source and by librdkafka (confluent-kafka), a client no one here wrote."""
     cluster, bootstrap, admin = env
     topic = unique(f"jwz-{codec}")
     admin.create_topic(topic, partitions=1, replication_factor=1)
@@ -338,8 +339,11 @@ def test_the_jvm_writer_compresses(env, spark, codec) -> None:  # noqa: F811
     [log] = glob.glob(os.path.join(cluster.lc.data_dir, "broker-*", "**", f"{topic}-0", "*.log"), recursive=True)
     with open(log, "rb") as f:
         head = f.read(61)
-    codes = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    codes = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
     assert int.from_bytes(head[21:23], "big") & 7 == codes[codec]
+    by_librdkafka = confluent_read(kafka_bootstrap(cluster), topic, [0])
+    assert sorted((r.rec.key, r.rec.value) for r in by_librdkafka) == sorted(
+        (f"k{i}".encode(), (f"value {i} " * 20).encode()) for i in range(2000))
 
 
 def test_the_jvm_writer_refuses_clearly(env, spark) -> None:  # noqa: F811

@@ -86,6 +86,19 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         return new TopicTable(schema);
     }
 
+    /** An option's value as a positive int, or a refusal naming the option. */
+    static int positiveOption(String v, String name) {
+        try {
+            int n = Integer.parseInt(v.strip());
+            if (n > 0) {
+                return n;
+            }
+        } catch (NumberFormatException ignored) {
+            // refused below
+        }
+        throw new IllegalArgumentException("option " + name + " must be a positive integer, got '" + v + "'");
+    }
+
     static StructType schema(boolean includeHeaders) {
         StructType s = new StructType()
                 .add("key", DataTypes.BinaryType)
@@ -263,15 +276,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
         }
 
         private static int positive(String v, String name) {
-            try {
-                int n = Integer.parseInt(v.strip());
-                if (n > 0) {
-                    return n;
-                }
-            } catch (NumberFormatException ignored) {
-                // refused below
-            }
-            throw new IllegalArgumentException("option kafka." + name + " must be a positive integer, got '" + v + "'");
+            return positiveOption(v, "kafka." + name);
         }
 
         private static boolean binaryOrString(DataType t, String column) {
@@ -645,18 +650,7 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
         private static int positive(CaseInsensitiveStringMap o, String k, int dflt) {
             String v = o.get(k);
-            if (v == null) {
-                return dflt;
-            }
-            try {
-                int n = Integer.parseInt(v.strip());
-                if (n > 0) {
-                    return n;
-                }
-            } catch (NumberFormatException ignored) {
-                // refused below
-            }
-            throw new IllegalArgumentException("option " + k + " must be a positive integer, got '" + v + "'");
+            return v == null ? dflt : positiveOption(v, k);
         }
 
         private static String offsetsSpec(String v, String name, String dflt) {
