@@ -1,9 +1,9 @@
 """The ``tidelog-jvm`` Spark reader and writer's jar: built from ``pipelines/jvm`` by the JDK's ``javac`` against
 the installed PySpark's jars, once per change of its sources or of PySpark, and cached.
 
-``spark.read.format("tidelog-jvm")`` and ``df.write.format("tidelog-jvm")`` read and write topics in the JVM
-through the brokers' Kafka listener (plaintext), so the rows never pass through a Python worker: that
-hand-over is what bounds the ``tidelog`` Python data source and sink (see the README's Spark section).
+``format("tidelog-jvm")`` reads and writes topics in the JVM through the brokers' Kafka listener (plaintext or
+secure), so the rows never pass through a Python worker: that hand-over is what bounds the ``tidelog`` Python
+data source and sink (see the README's Spark section).
 ``pipelines.spark.local_session`` puts the jar on Spark's classpath.
 
     python -m pipelines.spark_jvm          # build (if needed) and print the jar's path
