@@ -228,7 +228,16 @@ def test_batch_write_exactly_once_commits_from_the_driver(env, spark, tmp_path) 
         failing.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
             .option("transactional.id.prefix", prefix).mode("append").save()
     assert _committed_values(bootstrap, topic, 2) == []  # the other task's transaction was aborted
-    df.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
-        .option("transactional.id.prefix", prefix).mode("append").save()
+    for attempt in range(3):
+        try:
+            df.write.format("tidelog").option("bootstrap.servers", bootstrap).option("topic", topic) \
+                .option("transactional.id.prefix", prefix).mode("append").save()
+            break
+        except Exception as exc:  # noqa: BLE001
+            # The failed job's other task can outlive it (Spark cancels it, its Python worker goes on) and
+            # init its transactional id after this job's task did: it fences this job, whose commit then
+            # fails with PRODUCER_FENCED and writes nothing. Running the job again is what a user does.
+            if "PRODUCER_FENCED" not in str(exc) or attempt == 2:
+                raise
     expected = sorted(f"w{i}" for i in range(400))
     assert _committed_eventually(bootstrap, topic, 2, expected) == expected
