@@ -31,7 +31,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
     private static final int HEADER_SIZE = 61;
     private static final int ATTR_COMPRESSION = 0x07, ATTR_LOG_APPEND_TIME = 0x08, ATTR_TRANSACTIONAL = 0x10,
             ATTR_CONTROL = 0x20;
-    private static final int MAX_EMPTY_FETCHES = 50, MAX_RETRIES = 20;
+    private static final int MAX_RETRIES = 20;
 
     private final OffsetRange range;
     private final Settings settings;
@@ -58,7 +58,7 @@ final class RangeReader implements PartitionReader<InternalRow> {
 
     // the fetched response being walked
     private ByteBuffer fetched;
-    private int emptyFetches;
+    private long emptySince; // when fetches began to bring nothing readable (0: they do)
     private int pendingId; // a fetch sent ahead (0: none), from pendingOffset
     private long pendingOffset;
     private int retries;
@@ -172,26 +172,31 @@ final class RangeReader implements PartitionReader<InternalRow> {
         if (settings.isolation == 1) {
             aborted.addAll(fp.aborted);
         }
-        if (!fp.records.hasRemaining()) {
-            long end = settings.isolation == 1 ? fp.lastStableOffset : fp.highWatermark;
-            if (end >= 0 && end <= nextOffset && end < range.until) {
-                throw new IOException("the log of " + range.topic + "-" + range.partition + " now ends at " + end
-                        + ", before the planned end " + range.until + " (truncated, or the topic was recreated)");
+        if (!fp.records.hasRemaining() || endOfWholeBatches(fp.records) < 0) {
+            // Nothing readable yet. A new leader's high watermark can lag behind the old one's for a moment
+            // (until its followers fetch again), so an end before the planned one is waited out, up to
+            // kafka.request.timeout.ms without progress, before it is called a truncated or recreated log.
+            long now = System.currentTimeMillis();
+            if (emptySince == 0) {
+                emptySince = now;
+            } else if (now - emptySince > settings.requestTimeoutMs) {
+                long end = settings.isolation == 1 ? fp.lastStableOffset : fp.highWatermark;
+                throw new IOException(fp.records.hasRemaining()
+                        ? "no whole record batch at " + where(nextOffset) + " for " + settings.requestTimeoutMs
+                            + " ms in fetches of " + settings.maxPartitionFetchBytes + " bytes"
+                        : "no records at " + where(nextOffset) + " for " + settings.requestTimeoutMs + " ms: the log"
+                            + " ends at " + end + ", before the planned end " + range.until + " (truncated, the"
+                            + " topic recreated, or its leader not caught up)");
             }
-            if (++emptyFetches > MAX_EMPTY_FETCHES) {
-                throw new IOException("no records at " + where(nextOffset) + " after " + MAX_EMPTY_FETCHES
-                        + " fetches (planned end " + range.until + ")");
+            try {
+                Thread.sleep(20); // the fetch's max wait already paced it, unless the broker answered at once
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted", e);
             }
             return;
         }
-        if (endOfWholeBatches(fp.records) < 0) { // not one whole batch: Kafka always sends the first whole
-            if (++emptyFetches > MAX_EMPTY_FETCHES) {
-                throw new IOException("no whole record batch at " + where(nextOffset) + " in " + MAX_EMPTY_FETCHES
-                        + " fetches of " + settings.maxPartitionFetchBytes + " bytes");
-            }
-            return;
-        }
-        emptyFetches = 0;
+        emptySince = 0;
         fetched = fp.records;
         // Ask for what follows while this response is decoded: the broker reads the next records meanwhile.
         long after = endOfWholeBatches(fetched);
