@@ -35,7 +35,7 @@ def rows(df) -> list[tuple]:
     return sorted(out, key=lambda t: (t[2], t[3], t[4]))
 
 
-def test_the_spark_jvm_gives_the_python_sources_rows(env, spark) -> None:  # noqa: F811
+def test_the_jvm_reader_gives_the_python_sources_rows(env, spark) -> None:  # noqa: F811
     cluster, bootstrap, admin = env
     topic = unique("jv")
     admin.create_topic(topic, partitions=3)
@@ -175,10 +175,13 @@ def test_bad_options_fail_clearly(env, spark) -> None:  # noqa: F811
         jvm(spark, cluster, subscribe=topic, maxOffsetsPerTrigger="10").collect()
     with pytest.raises(Exception, match="maxOffsetsPerTrigger must be a positive integer"):
         jvm(spark, cluster, subscribe=topic, maxOffsetsPerTrigger="0").collect()
-    nobody = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", topic)
+    # planning asks again for up to kafka.request.timeout.ms (a leader may be moving): 2 s here
+    nobody = (spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", "127.0.0.1:1")
+              .option("kafka.request.timeout.ms", "2000").option("subscribe", topic))
     with pytest.raises(Exception, match="planning the read"):
         nobody.load().collect()
-    grpc = spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", env[1].split(",")[0])
+    grpc = (spark.read.format("tidelog-jvm").option("kafka.bootstrap.servers", env[1].split(",")[0])
+            .option("kafka.request.timeout.ms", "2000"))
     with pytest.raises(Exception, match="is it a broker's Kafka listener"):  # the gRPC port, a common slip
         grpc.option("subscribe", topic).load().collect()
 

@@ -806,18 +806,6 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
 
     /** Which offsets of which partitions: ListOffsets at each partition's leader, then the ranges. */
     static final class Planner {
-        static List<OffsetRange> plan(Options opts) throws IOException {
-            Settings s = opts.settings;
-            IOException last = null;
-            for (String bootstrap : s.bootstrap) {
-                try (KafkaWire w = new KafkaWire(bootstrap, s.requestTimeoutMs, s.security)) {
-                    return plan(opts, w);
-                } catch (IOException e) {
-                    last = e;
-                }
-            }
-            throw last != null ? last : new IOException("no bootstrap server");
-        }
 
         /** Each subscribed partition's {earliest, latest} offsets (latest: the last stable offset under
          * read_committed); topics that do not exist (yet) are left out, as by the tidelog source. */
@@ -918,8 +906,9 @@ public final class TidelogJvmSource implements TableProvider, DataSourceRegister
             return out;
         }
 
-        private static List<OffsetRange> plan(Options opts, KafkaWire w) throws IOException {
-            Map<String, Map<Integer, long[]>> snap = snapshot(opts, w);
+        /** A batch query's ranges: from the offsets of the snapshot (which retries a moving leader). */
+        static List<OffsetRange> plan(Options opts) throws IOException {
+            Map<String, Map<Integer, long[]>> snap = snapshot(opts);
             Map<String, Map<Integer, Long>> from = resolve(opts.starting == null ? "earliest" : opts.starting,
                     "startingOffsets", true, snap);
             Map<String, Map<Integer, Long>> until = resolve(opts.ending == null ? "latest" : opts.ending,
