@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 
 import pytest
 
@@ -380,10 +381,12 @@ def test_the_jvm_writer_refuses_clearly(env, spark) -> None:  # noqa: F811
     assert [r.value for r in jvm(spark, cluster, subscribe=fresh).collect()] == [b"v"]
 
 
-def test_the_jvm_writer_through_a_leader_kill(make_cluster, spark) -> None:  # noqa: F811
-    """kill -9 of the leader while a write with acks=all runs (RF 3, min.insync.replicas 2): the task sends
-    what was not acknowledged to the new leader, and every row is in the topic exactly once (the writer is
-    an idempotent producer: a batch written but not acknowledged before the kill is not appended again)."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["kill-9", "sigstop"])
+def test_the_jvm_writer_through_a_leader_kill(make_cluster, spark, sig) -> None:  # noqa: F811
+    """kill -9 or SIGSTOP of the leader while a write with acks=all runs (RF 3, min.insync.replicas 2): the
+    task sends what was not acknowledged to the new leader (a paused one times out its requests after
+    kafka.request.timeout.ms, 5 s here), and every row is in the topic exactly once (the writer is an
+    idempotent producer: a batch written but not acknowledged before the fault is not appended again)."""
     import threading
 
     from shared.client import Admin, Consumer, TopicPartition
@@ -403,7 +406,7 @@ def test_the_jvm_writer_through_a_leader_kill(make_cluster, spark) -> None:  # n
     def write() -> None:
         try:
             (df.write.format("tidelog-jvm").option("kafka.bootstrap.servers", servers).option("topic", topic)
-             .option("kafka.batch.size", "16384").mode("append").save())
+             .option("kafka.batch.size", "16384").option("kafka.request.timeout.ms", "5000").mode("append").save())
         except BaseException as exc:  # noqa: BLE001  (reported below)
             failure.append(exc)
 
@@ -413,10 +416,15 @@ def test_the_jvm_writer_through_a_leader_kill(make_cluster, spark) -> None:  # n
     with Consumer(bootstrap) as c:
         c.assign([tp])
         wait_for(lambda: c.end_offsets([tp])[tp] >= 20_000, 60, what="the write under way")
-    assert writer.is_alive(), "the write ended before the kill"
-    os.kill(cluster.proc("broker", leader).pid, 9)
-    writer.join(180)
-    assert not writer.is_alive() and not failure, failure
+    assert writer.is_alive(), "the write ended before the fault"
+    pid = cluster.proc("broker", leader).pid
+    os.kill(pid, sig)
+    try:
+        writer.join(180)
+        assert not writer.is_alive() and not failure, failure
+    finally:
+        if sig == signal.SIGSTOP:
+            os.kill(pid, signal.SIGCONT)
     survivors = ",".join(p.address for p in cluster.procs("broker") if str(p.id) != str(leader))
     ids = [int(r.v.split(":")[0]) for r in spark.read.format("tidelog").option("bootstrap.servers", survivors)
            .option("subscribe", topic).load().selectExpr("CAST(value AS STRING) v").collect()]
