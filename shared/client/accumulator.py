@@ -72,11 +72,13 @@ class RecordAccumulator:
 
     def drain_ready(self, now: float, muted: set[TopicPartition], expire_s: float,
                     held: Callable[[TopicPartition], bool] | None = None,
+                    out_of_turn: Callable[[ProducerBatch], bool] | None = None,
                     ) -> tuple[list[ProducerBatch], list[ProducerBatch], float]:
         """Pop every sendable batch (full, lingered, flushing or closing) and, muted or not, every unsent
         batch created more than ``expire_s`` ago (Kafka's expiredBatches: delivery.timeout.ms bounds the
         time to success or failure, so a batch that waited out its deadline is never sent); also the next
-        wake-up delay."""
+        wake-up delay. ``out_of_turn(head)``: must a partition's head batch (a retry) wait for an older
+        one to finish first?"""
         out: list[ProducerBatch] = []
         expired: list[ProducerBatch] = []
         next_check = self.linger_s if self.linger_s > 0 else 0.05
@@ -86,6 +88,8 @@ class RecordAccumulator:
                 if not dq or tp in muted or (held is not None and held(tp)):
                     continue
                 b = dq[0]
+                if out_of_turn is not None and out_of_turn(b):
+                    continue
                 waited = now - b.created
                 # A sealed batch takes no more records (send_batch's, or one back for a retry): no linger.
                 if (len(dq) > 1 or b.sealed or b.size >= self.batch_size or waited >= self.linger_s or self.flushing

@@ -86,6 +86,8 @@ class ProducerState(Protocol):
 
     def is_next_expected(self, batch: SequencedBatch) -> bool: ...
 
+    def out_of_turn(self, batch: SequencedBatch) -> bool: ...
+
     def acknowledged(self, batch: SequencedBatch) -> None: ...
 
     def completed(self, batch: SequencedBatch, unwritten: bool) -> None: ...
@@ -209,6 +211,19 @@ class IdempotenceState:
         """Is ``batch`` the first one the broker has not acknowledged on its partition?"""
         with self.lock:
             return batch.base_sequence == self._acked_next_sequence.get(batch.tp, 0)
+
+    def out_of_turn(self, batch: SequencedBatch) -> bool:
+        """Must ``batch``, holding a sequence number already (a retry), wait because an older batch of its
+        partition has not finished? A retry goes out only as its partition's oldest unfinished batch, so
+        retries go one at a time, in order (Kafka's shouldStopDrainBatchesForPartition). Otherwise newer
+        batches pipelined behind a retry that keeps being refused (NOT_LEADER_OR_FOLLOWER from a stale
+        leader) are written past it; once more than the broker's 5 cached batches are, the retry (which may
+        itself be written) is refused as OUT_OF_ORDER_SEQUENCE_NUMBER every time until it expires."""
+        if batch.base_sequence < 0:
+            return False
+        with self.lock:
+            pending = self._sequenced.get(batch.tp)
+            return bool(pending) and pending[0] is not batch
 
     def acknowledged(self, batch: SequencedBatch) -> None:
         """The broker wrote ``batch``: release it and forget its sequence."""

@@ -131,13 +131,14 @@ class Sender:
             muted = {tp for tp, t in list(self._retry_after.items()) if t > now}
             if self._throttled_until:
                 muted |= self._throttled_partitions(now)
-            held = None
+            held = out_of_turn = None
             if self.idempotent:  # at most max_in_flight batches per partition (Kafka's limit of 5)
                 muted |= self.state.muted(self.max_in_flight)
                 if self.transactional:  # V1: partitions not yet added to the transaction wait, asked as
                     self.state.before_drain()  # each is drained (one first sent to meanwhile waits too)
                     held = self.state.held
-            batches, expired, wait = acc.drain_ready(now, muted, self.retry.delivery_timeout_s, held)
+                out_of_turn = self.state.out_of_turn  # retries go one at a time, oldest first
+            batches, expired, wait = acc.drain_ready(now, muted, self.retry.delivery_timeout_s, held, out_of_turn)
             if expired:
                 self._fail_expired(expired)
             if batches:

@@ -57,3 +57,40 @@ def test_a_held_partition_is_asked_as_it_is_drained_and_waits() -> None:
     ready, expired, _ = acc.drain_ready(now=1.1, muted=set(), expire_s=1.2, held=held)
     assert [b.tp for b in ready] == [TP] and expired == [] and sorted(asked) == [TP, OTHER]
     assert [b.tp for b in acc.batches[OTHER]] == [OTHER]
+
+
+def test_retries_go_one_at_a_time_oldest_first_and_new_batches_wait_behind_them() -> None:
+    """A CI run lost a send to OUT_OF_ORDER_SEQUENCE_NUMBER after a leader kill: while the oldest batch
+    kept being refused by a stale leader, the batches pipelined behind it were written past it, more
+    than the broker's 5 cached ones, so its own retry could no longer be recognised as a duplicate.
+    As Kafka's producer does, a retry goes out only as its partition's oldest unfinished batch."""
+    from shared.client.idempotence import IdempotenceState
+
+    state = IdempotenceState()
+    state.set_producer_id(1, 0)
+    acc = _accumulator((TP, 1.0), (TP, 1.0), (TP, 1.0))
+    first = acc.drain_ready(now=1.1, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)[0]
+    second = acc.drain_ready(now=1.1, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)[0]
+    a, b = first[0], second[0]
+    for x in (a, b):
+        state.encode(x, lambda pid, epoch, seq: (b"h", b"r"))
+        state.sending(TP)
+    # Both attempts fail (the leader died); both come back, and a new batch waits behind them.
+    for x in (b, a):
+        state.released(TP)
+        acc.reenqueue(x)
+    assert list(acc.batches[TP])[:2] == [a, b]
+    ready, _, _ = acc.drain_ready(now=1.2, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)
+    assert ready == [a]
+    state.sending(TP)
+    # While a is out again, b (a retry, not the oldest) and the new batch behind it wait.
+    for _ in range(3):
+        assert acc.drain_ready(now=1.3, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)[0] == []
+    state.released(TP)
+    state.acknowledged(a)
+    assert acc.drain_ready(now=1.4, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)[0] == [b]
+    state.sending(TP)
+    state.released(TP)
+    state.acknowledged(b)
+    ready, _, _ = acc.drain_ready(now=1.5, muted=set(), expire_s=60, out_of_turn=state.out_of_turn)
+    assert len(ready) == 1 and ready[0].base_sequence == -1  # the new batch, numbered on its first send
