@@ -19,8 +19,10 @@ from shared.errors import ErrorCode, TidelogError
 
 
 def _fill(servers: str, topic: str, records: int, record_size: int, partitions: int,
-          settings: dict[str, Any] | None = None) -> int:
-    """``settings``: the clients' security settings (kafka-python's names; ``{}`` when plaintext)."""
+          settings: dict[str, Any] | None = None, distinct: int = 64) -> int:
+    """``settings``: the clients' security settings (kafka-python's names; ``{}`` when plaintext).
+    ``distinct`` values repeat in turn, the keys cut from them but for every ``distinct``-th record's (random);
+    0: every value and key random."""
     settings = settings or {}
     admin = Admin(servers, **settings)
     try:
@@ -36,30 +38,39 @@ def _fill(servers: str, topic: str, records: int, record_size: int, partitions: 
         have = sum(c.end_offsets(tps).values()) - sum(c.beginning_offsets(tps).values())
     missing = records - have
     if missing > 0:
-        values = [os.urandom(record_size) for _ in range(64)]
+        values = [os.urandom(record_size) for _ in range(distinct)]
         with Producer(servers, acks=1, linger_ms=5, batch_size=1 << 20, max_request_size=4 << 20, **settings) as p:
-            for i in range(missing):
-                p.send(topic, values[i & 63], key=os.urandom(16) if i % 64 == 0 else values[i & 63][:16])
+            if not distinct:
+                for _ in range(missing):
+                    p.send(topic, os.urandom(record_size), key=os.urandom(16))
+            for i in range(missing if distinct else 0):
+                v = values[i % distinct]
+                p.send(topic, v, key=os.urandom(16) if i % distinct == 0 else v[:16])
     return max(records, have)
 
 
-def _baseline_parquet(path: str, records: int, record_size: int, first: int = 0, chunk: int = 65_536) -> None:
-    """Rows ``first..first+records`` of what ``_fill`` writes (key, value; 64 distinct values, keys cut
-    from them but for every 64th) as a Parquet file, for Spark's own Parquet-to-Parquet copy."""
+def _baseline_parquet(path: str, records: int, record_size: int, first: int = 0, chunk: int = 65_536,
+                      distinct: int = 64) -> None:
+    """Rows ``first..first+records`` shaped as ``_fill`` writes them (key, value; ``distinct`` values in turn,
+    keys cut from them but for every ``distinct``-th; 0: all random) as a Parquet file, for Spark's own
+    Parquet-to-Parquet copy."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    values = [os.urandom(record_size) for _ in range(64)]
+    table = np.frombuffer(os.urandom(max(distinct, 1) * record_size), np.uint8).reshape(max(distinct, 1), record_size)
     schema = pa.schema([("key", pa.binary()), ("value", pa.binary())])
     with pq.ParquetWriter(path, schema) as w:
         for start in range(first, first + records, chunk):
             n = min(chunk, first + records - start)
-            idx = np.arange(start, start + n) & 63
-            vals = np.frombuffer(b"".join(values), np.uint8).reshape(64, record_size)[idx]
-            keys = vals[:, :16].copy() if record_size >= 16 else np.zeros((n, 16), np.uint8)
-            fresh = np.flatnonzero((np.arange(start, start + n) % 64) == 0)
-            keys[fresh] = np.frombuffer(os.urandom(16 * len(fresh)), np.uint8).reshape(-1, 16)
+            if distinct:
+                vals = table[np.arange(start, start + n) % distinct]
+                keys = vals[:, :16].copy() if record_size >= 16 else np.zeros((n, 16), np.uint8)
+                fresh = np.flatnonzero((np.arange(start, start + n) % distinct) == 0)
+                keys[fresh] = np.frombuffer(os.urandom(16 * len(fresh)), np.uint8).reshape(-1, 16)
+            else:
+                vals = np.frombuffer(os.urandom(n * record_size), np.uint8).reshape(n, record_size)
+                keys = np.frombuffer(os.urandom(16 * n), np.uint8).reshape(n, 16)
 
             def column(a: np.ndarray) -> pa.Array:
                 width = a.shape[1]
@@ -69,14 +80,15 @@ def _baseline_parquet(path: str, records: int, record_size: int, first: int = 0,
             w.write_batch(pa.record_batch([column(keys), column(vals)], schema=schema))
 
 
-def _baseline_input(directory: str, records: int, record_size: int, files: int) -> str:
+def _baseline_input(directory: str, records: int, record_size: int, files: int, distinct: int = 64) -> str:
     """The rows of the topic (key, value) as ``files`` Parquet files (one per topic partition, so Spark
     reads them with as many tasks) under ``directory``/in; returns that directory."""
     src = os.path.join(directory, "in")
     os.mkdir(src)
     per = -(-records // files)
     for i, first in enumerate(range(0, records, per)):
-        _baseline_parquet(os.path.join(src, f"part-{i}.parquet"), min(per, records - first), record_size, first)
+        _baseline_parquet(os.path.join(src, f"part-{i}.parquet"), min(per, records - first), record_size, first,
+                          distinct=distinct)
     return src
 
 
@@ -157,10 +169,16 @@ def _records_in(servers: str, topic: str, settings: dict[str, Any]) -> int:
 @click.option("--kafka-bootstrap", "kafka_bootstrap_servers", envvar="TIDELOG_KAFKA_BOOTSTRAP", default=None,
               help="Kafka listener host:port[,...] for the jvm reader and writer (default: kafka_bootstrap of "
                    "--data-dir)")
+@click.option("--distinct-values", default=64, show_default=True, type=click.IntRange(0),
+              help="the values repeat in turn among this many (keys cut from them but every Nth random), in the "
+                   "topic and in the baseline's Parquet; 0: every value and key random, which Parquet's dictionary "
+                   "encoding cannot shrink. A topic that already holds records is not refilled: give another "
+                   "--topic for another shape")
 @click.option("--json", "as_json", is_flag=True)
 @cluster_options
 def bench_spark(topic: str, records: int, record_size: int, partitions: int, master: str, baseline: bool,
-                write: bool, reader: str, writer: str, kafka_bootstrap_servers: str | None, as_json: bool,
+                write: bool, reader: str, writer: str, kafka_bootstrap_servers: str | None, distinct_values: int,
+                as_json: bool,
                 bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Fill TOPIC with RECORDS records (if needed), then time a Spark batch read into count() and Parquet,
     and (--write) the same rows written from a DataFrame to a new topic.
@@ -177,7 +195,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
 
     servers = bootstrap_servers(bootstrap, rest, data_dir)
     settings = client_settings()  # the CLI's credentials (cluster.json's admin on a secure cluster)
-    total = _fill(servers, topic, records, record_size, partitions, settings)
+    total = _fill(servers, topic, records, record_size, partitions, settings, distinct_values)
     kafka_servers = None
     if "jvm" in (reader, writer):
         from shared.cli.bench_kafka import kafka_bootstrap
@@ -206,7 +224,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
             lambda: df.write.mode("overwrite").parquet(os.path.join(tmp, "from-topic")))
         base: dict[str, float] = {}
         if baseline:
-            src = _baseline_input(tmp, n, record_size, partitions)
+            src = _baseline_input(tmp, n, record_size, partitions, distinct_values)
             base = _time_baseline(spark, src, os.path.join(tmp, "copy"), n, record_size)
             if write:
                 base |= _time_topic_write(spark, src, servers, f"{topic}-write-{uuid.uuid4().hex[:8]}", partitions,
@@ -215,6 +233,7 @@ def bench_spark(topic: str, records: int, record_size: int, partitions: int, mas
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     res = {"reader": reader, "writer": writer, "records": n, "topic_records": total, "record_size": record_size, "partitions": partitions,
+           "distinct_values": distinct_values,
            "first_count_seconds": cold_s, "first_count_records_per_s": n / cold_s,
            "count_seconds": count_s, "count_records_per_s": n / count_s,
            "first_parquet_seconds": first_parquet_s, "first_parquet_records_per_s": n / first_parquet_s,
