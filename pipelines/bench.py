@@ -43,9 +43,10 @@ def _fill(servers: str, topic: str, records: int, record_size: int, partitions: 
             if not distinct:
                 for _ in range(missing):
                     p.send(topic, os.urandom(record_size), key=os.urandom(16))
-            for i in range(missing if distinct else 0):
-                v = values[i % distinct]
-                p.send(topic, v, key=os.urandom(16) if i % distinct == 0 else v[:16])
+            else:
+                for i in range(missing):
+                    v = values[i % distinct]
+                    p.send(topic, v, key=os.urandom(16) if i % distinct == 0 else v[:16])
     return max(records, have)
 
 
