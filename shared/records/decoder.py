@@ -24,6 +24,25 @@ from shared.records.positions import cut_keys_values, record_positions
 from shared.records.record import CONTROL_KEY, NO_HEADERS, Header, Record
 from shared.records.varint import decode_zigzag
 
+try:  # the compiled fast path (setup.py builds it; optional, so a machine without a C compiler still installs)
+    from shared.records import _speedups
+except ImportError:  # pragma: no cover - only where the extension could not be built
+    _speedups = None  # type: ignore[assignment]
+else:
+    _speedups.set_record_class(Record, NO_HEADERS)
+
+#: True when records are decoded by the compiled loop (``shared/records/_speedups.c``).
+COMPILED = _speedups is not None
+#: Record classes the compiled loop may make without running their ``__init__`` (Record's own).
+_PLAIN_INIT: dict[type, bool] = {}
+
+
+def _plain_init(cls: type[Record]) -> bool:
+    ok = _PLAIN_INIT.get(cls)
+    if ok is None:
+        ok = _PLAIN_INIT[cls] = cls.__init__ is Record.__init__
+    return ok
+
 
 def decode_headers(buf: bytes, pos: int, count: int) -> tuple[list[Header], int]:
     headers: list[Header] = []
@@ -63,7 +82,10 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
                    start: int = 0, end: int | None = None) -> list[Record]:
     """Decode the (decompressed) records section of a batch: ``data[start:end]``.
 
-    Batches of many plain records (no headers, lengths below 1 MiB) have their
+    Plain records (no headers) are decoded by a compiled loop when the extension is
+    built (``COMPILED``); it gives up on anything else, and on any damage, leaving
+    those to the Python code below, which names what is wrong. Without it, batches
+    of many plain records (no headers, lengths below 1 MiB) have their
     field positions found for all records at once (``positions``); then only the
     key and value bytes are cut and the record objects made. Anything else goes
     through the record-by-record decoder, whose common shapes (one- or two-byte
@@ -75,6 +97,12 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
     """
     make = record_cls or Record
     stop = len(data) if end is None else end
+    if _speedups is not None and _plain_init(make):
+        fast = _speedups.decode_plain(data, start, stop, header.records_count, header.base_offset,
+                                      header.base_timestamp,
+                                      header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None, make)
+        if fast is not None:
+            return fast
     found = record_positions(data, start, stop, header.records_count, header.base_offset, header.base_timestamp,
                              header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None)
     if found is not None:

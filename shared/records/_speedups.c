@@ -1,0 +1,257 @@
+/* Compiled fast path of shared/records/decoder.py: a records section of plain records (no headers)
+ * decoded into Record objects in one C loop.
+ *
+ * decode_plain(data, start, end, count, base_offset, base_timestamp, log_append_time, cls)
+ *   -> list of cls instances, or None
+ *
+ * Only valid sections are handled here: every varint well-formed and inside its record, header keys
+ * valid UTF-8, every record ending exactly where its length says and the section ending after the last
+ * record. Anything else returns None and the caller decodes the section with the pure-Python decoder,
+ * which names what is wrong. So for any
+ * input this gives either exactly what the Python decoder gives, or None.
+ *
+ * The objects are made without running __init__: allocated with the class's tp_alloc and their five
+ * slots (offset, timestamp, key, value, headers) stored at the offsets of Record's member descriptors,
+ * which set_record_class() reads once.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+static PyTypeObject *record_type = NULL;
+static Py_ssize_t slot_offset[5]; /* offset, timestamp, key, value, headers */
+static PyObject *no_headers = NULL;
+
+static const char *slot_names[5] = {"offset", "timestamp", "key", "value", "headers"};
+
+static PyObject *set_record_class(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *cls, *headers;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &headers))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    for (int i = 0; i < 5; i++) {
+        PyObject *d = PyDict_GetItemString(type->tp_dict, slot_names[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, slot_names[i]);
+            return NULL;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, slot_names[i]);
+            return NULL;
+        }
+        slot_offset[i] = m->offset;
+    }
+    Py_XSETREF(record_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_XSETREF(no_headers, Py_NewRef(headers));
+    Py_RETURN_NONE;
+}
+
+/* A zig-zag varint of at most 10 bytes at *pos (< end); 0 if it runs past end or does not fit 64 bits. */
+static inline int read_zigzag(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    uint64_t raw = 0;
+    Py_ssize_t p = *pos;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (p >= end)
+            return 0;
+        unsigned char c = b[p++];
+        if (shift == 63 && c > 1)
+            return 0;
+        raw |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) {
+            *pos = p;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A record's headers: ``count`` (key, value) tuples at *pos, as decoder.decode_headers gives them (keys
+ * UTF-8 text, values bytes or None). NULL with no error set: not this shape (the Python decoder decides);
+ * NULL with an error set: out of memory. */
+static PyObject *read_headers(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t count) {
+    if (count > (end - *pos) / 2)
+        return NULL;
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    if (list == NULL)
+        return NULL;
+    Py_ssize_t p = *pos;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        int64_t klen, vlen;
+        if (!read_zigzag(b, &p, end, &klen) || klen < 0 || klen > end - p)
+            goto bad;
+        PyObject *k = PyUnicode_DecodeUTF8((const char *)b + p, (Py_ssize_t)klen, "strict");
+        if (k == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                PyErr_Clear();
+            goto bad;
+        }
+        p += (Py_ssize_t)klen;
+        if (!read_zigzag(b, &p, end, &vlen) || vlen < -1 || vlen > end - p) {
+            Py_DECREF(k);
+            goto bad;
+        }
+        PyObject *v = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)b + p, vlen);
+        if (v == NULL) {
+            Py_DECREF(k);
+            goto bad;
+        }
+        if (vlen > 0)
+            p += (Py_ssize_t)vlen;
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(k);
+            Py_DECREF(v);
+            goto bad;
+        }
+        PyTuple_SET_ITEM(pair, 0, k);
+        PyTuple_SET_ITEM(pair, 1, v);
+        PyList_SET_ITEM(list, i, pair);
+    }
+    *pos = p;
+    return list;
+bad:
+    Py_DECREF(list);
+    return NULL;
+}
+
+static PyObject *decode_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "decode_plain takes 8 arguments");
+        return NULL;
+    }
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_class was not called");
+        return NULL;
+    }
+    PyObject *cls = args[7];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, record_type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a Record class");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    long long count = PyLong_AsLongLong(args[3]);
+    long long base_offset = PyLong_AsLongLong(args[4]);
+    long long base_ts = PyLong_AsLongLong(args[5]);
+    int log_append = args[6] != Py_None;
+    long long append_ts = log_append ? PyLong_AsLongLong(args[6]) : 0;
+    if (PyErr_Occurred())
+        return NULL;
+
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    PyObject *result = NULL;
+    PyObject *out = NULL;
+    /* Every record takes at least 7 bytes: a count beyond that cannot be valid. */
+    if (start < 0 || stop > view.len || start > stop || count < 0 || count > (stop - start) / 7 + 1)
+        goto fallback;
+    out = PyList_New((Py_ssize_t)count);
+    if (out == NULL)
+        goto done;
+    Py_ssize_t pos = start;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        int64_t length, ts_delta, off_delta, klen, vlen, hcount;
+        if (!read_zigzag(b, &pos, stop, &length) || length < 0 || length > stop - pos)
+            goto fallback;
+        Py_ssize_t rec_end = pos + (Py_ssize_t)length;
+        pos += 1; /* the unused attributes byte */
+        if (!read_zigzag(b, &pos, rec_end, &ts_delta) || !read_zigzag(b, &pos, rec_end, &off_delta) || off_delta < 0)
+            goto fallback;
+        /* A null key or value is -1 in one byte (0x01), as the Python decoder takes it. */
+        Py_ssize_t at = pos;
+        if (!read_zigzag(b, &pos, rec_end, &klen) || klen < -1 || klen > rec_end - pos || (klen == -1 && pos - at != 1))
+            goto fallback;
+        Py_ssize_t kpos = pos;
+        if (klen > 0)
+            pos += (Py_ssize_t)klen;
+        at = pos;
+        if (!read_zigzag(b, &pos, rec_end, &vlen) || vlen < -1 || vlen > rec_end - pos || (vlen == -1 && pos - at != 1))
+            goto fallback;
+        Py_ssize_t vpos = pos;
+        if (vlen > 0)
+            pos += (Py_ssize_t)vlen;
+        if (!read_zigzag(b, &pos, rec_end, &hcount) || hcount < 0)
+            goto fallback; /* a damaged record: the Python decoder names what is wrong */
+        PyObject *headers;
+        if (hcount == 0) {
+            headers = Py_NewRef(no_headers);
+        } else {
+            headers = read_headers(b, &pos, rec_end, hcount);
+            if (headers == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                goto fallback;
+            }
+        }
+        if (pos != rec_end) {
+            Py_DECREF(headers);
+            goto fallback;
+        }
+        long long offset, ts;
+        if (__builtin_add_overflow(base_offset, off_delta, &offset)
+            || (!log_append && __builtin_add_overflow(base_ts, ts_delta, &ts))) {
+            Py_DECREF(headers);
+            goto fallback;
+        }
+        if (log_append)
+            ts = append_ts;
+
+        PyObject *key = klen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)b + kpos, klen);
+        if (key == NULL) {
+            Py_DECREF(headers);
+            goto done;
+        }
+        PyObject *value = vlen < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)b + vpos, vlen);
+        if (value == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(headers);
+            goto done;
+        }
+        PyObject *o = PyLong_FromLongLong(offset);
+        PyObject *t = o ? PyLong_FromLongLong(ts) : NULL;
+        PyObject *rec = t ? type->tp_alloc(type, 0) : NULL;
+        if (rec == NULL) {
+            Py_XDECREF(o);
+            Py_XDECREF(t);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            Py_DECREF(headers);
+            goto done;
+        }
+        char *base = (char *)rec;
+        *(PyObject **)(base + slot_offset[0]) = o;
+        *(PyObject **)(base + slot_offset[1]) = t;
+        *(PyObject **)(base + slot_offset[2]) = key;
+        *(PyObject **)(base + slot_offset[3]) = value;
+        *(PyObject **)(base + slot_offset[4]) = headers;
+        PyList_SET_ITEM(out, i, rec);
+    }
+    if (pos != stop)
+        goto fallback; /* bytes after the last record */
+    result = out;
+    out = NULL;
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"set_record_class", set_record_class, METH_VARARGS,
+     "set_record_class(Record, NO_HEADERS): the class whose slots decode_plain fills, and the headers value"},
+    {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
+     "decode_plain(data, start, end, count, base_offset, base_timestamp, log_append_time, cls) -> list | None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "Compiled record decoding.", -1, methods};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
