@@ -244,7 +244,32 @@ done:
     return result;
 }
 
+/* The key and value bytes of a list of records (a null counts 0); None if an item is not a Record. */
+static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
+    if (record_type == NULL || !PyList_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "payload_size takes a list of records (after set_record_class)");
+        return NULL;
+    }
+    long long total = 0;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyObject_TypeCheck(r, record_type))
+            Py_RETURN_NONE;
+        for (int f = 2; f <= 3; f++) { /* key, value */
+            PyObject *v = *(PyObject **)((char *)r + slot_offset[f]);
+            if (v == NULL || v == Py_None)
+                continue;
+            if (!PyBytes_CheckExact(v))
+                Py_RETURN_NONE;
+            total += PyBytes_GET_SIZE(v);
+        }
+    }
+    return PyLong_FromLongLong(total);
+}
+
 static PyMethodDef methods[] = {
+    {"payload_size", payload_size, METH_O, "payload_size(records) -> key and value bytes of the records, or None"},
     {"set_record_class", set_record_class, METH_VARARGS,
      "set_record_class(Record, NO_HEADERS): the class whose slots decode_plain fills, and the headers value"},
     {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,

@@ -170,3 +170,14 @@ def test_decoding_keeps_no_references() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024, f"{grown} bytes still held after decoding"
+
+
+def test_payload_size_counts_keys_and_values_and_nulls_as_zero() -> None:
+    recs = [Record(0, 0, b"ab", b"cde", []), Record(1, 0, None, b"x" * 1024, []), Record(2, 0, b"k", None, []),
+            Record(3, 0, None, None, [])]
+    assert speedups.payload_size(recs) == decoder.payload_size(recs) == 2 + 3 + 1024 + 1
+    assert speedups.payload_size([]) == 0
+    # not records, or values that are not bytes: the Python sum decides
+    assert speedups.payload_size([("k", "v")]) is None
+    odd = [Record(0, 0, bytearray(b"ab"), b"c", [])]
+    assert speedups.payload_size(odd) is None and decoder.payload_size(odd) == 3
