@@ -260,8 +260,10 @@ def next_offset_after(buf: bytes | bytearray | memoryview, default: int) -> int:
     return nxt
 
 
-def cut_below(data: bytes, limit: int) -> bytes:
-    """The leading whole batches of ``data`` whose last offset is below ``limit``."""
+def cut_below(data: bytes, limit: int) -> bytes | memoryview:
+    """The leading whole batches of ``data`` whose last offset is below ``limit``: ``data`` itself, or a
+    memoryview of its head (a fetch read ends inside a batch almost every time, and copying the head out
+    cost the broker a copy of every fetched byte; the response is where they are copied, once)."""
     pos = 0
     n = len(data)
     while (size := whole_batch_size(data, pos, n)) is not None:
@@ -269,7 +271,7 @@ def cut_below(data: bytes, limit: int) -> bytes:
         if base + _INT32.unpack_from(data, pos + _LAST_DELTA_OFFSET)[0] >= limit:
             break
         pos += size
-    return data if pos == n else data[:pos]
+    return data if pos == n else memoryview(data)[:pos]
 
 
 def offset_fields(base_offset: int, batch_length: int, leader_epoch: int) -> bytes:

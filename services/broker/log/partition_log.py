@@ -69,7 +69,7 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    records: bytes
+    records: bytes | memoryview  # a view of the read when it ended inside a batch (``cut_below``)
     log_start_offset: int
     log_end_offset: int
 
