@@ -43,7 +43,7 @@ from shared.client.transactions import (
     TransactionManager,
     TxnState,
 )
-from shared.records.builder import encode_headers
+from shared.records.builder import COMPILED_DELTA_LIMIT, compiled_append, encode_headers
 from shared.records.compression import CompressionType
 from shared.records.header import HEADER_SIZE
 from shared.records.record import Header
@@ -202,25 +202,21 @@ class Producer:
         if self._closing:
             raise RuntimeError("producer is closed")
         if value is None:
-            vb, vbody, vlen = MINUS_ONE, b"", 0
+            vlen = 0
         else:
             if type(value) is not bytes:
                 if not isinstance(value, bytes | bytearray | memoryview):
                     raise TypeError(f"value must be bytes or None, got {type(value).__name__}")
                 value = bytes(value)
-            vbody = value
             vlen = len(value)
-            vb = ZIGZAG[vlen] if vlen < 65536 else encode_zigzag(vlen)
         if key is None:
-            kb, kbody, klen = MINUS_ONE, b"", 0
+            klen = 0
         else:
             if type(key) is not bytes:
                 if not isinstance(key, bytes | bytearray | memoryview):
                     raise TypeError(f"key must be bytes or None, got {type(key).__name__}")
                 key = bytes(key)
-            kbody = key
             klen = len(key)
-            kb = ZIGZAG[klen] if klen < 65536 else encode_zigzag(klen)
         tps = self._topic_partitions.get(topic)
         if tps is None or len(tps) != self._partition_counts.get(topic):
             tps = self._load_topic(topic)
@@ -266,13 +262,18 @@ class Producer:
             i = b.count
             if i and hb is None and not b.gapped:  # BatchBuilder.append's plain case, inline
                 td = timestamp - b.base_ts
-                tdb = ZIGZAG[td] if 0 <= td < 65536 else encode_zigzag(td)
                 if timestamp > b.max_ts:
                     b.max_ts = timestamp
-                odb = ZIGZAG[i] if i < 65536 else encode_zigzag(i)
-                body_len = 2 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen
-                b.parts.extend((ZIGZAG[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb, odb,
-                                kb, kbody, vb, vbody, _ZERO))
+                # the compiled encoder where built (the same bytes: key and value are exactly bytes here)
+                if compiled_append is None or not -COMPILED_DELTA_LIMIT < td < COMPILED_DELTA_LIMIT or not compiled_append(
+                        b.parts, i, td, key, value, _ZERO):
+                    tdb = ZIGZAG[td] if 0 <= td < 65536 else encode_zigzag(td)
+                    odb = ZIGZAG[i] if i < 65536 else encode_zigzag(i)
+                    vb = MINUS_ONE if value is None else ZIGZAG[vlen] if vlen < 65536 else encode_zigzag(vlen)
+                    kb = MINUS_ONE if key is None else ZIGZAG[klen] if klen < 65536 else encode_zigzag(klen)
+                    body_len = 2 + len(tdb) + len(odb) + len(kb) + klen + len(vb) + vlen
+                    b.parts.extend((ZIGZAG[body_len] if body_len < 65536 else encode_zigzag(body_len), _ZERO, tdb,
+                                    odb, kb, key or b"", vb, value or b"", _ZERO))
                 b.count = i + 1
             else:
                 i = b.append(value, key, timestamp, hb)

@@ -10,6 +10,8 @@
  * which names what is wrong. So for any
  * input this gives either exactly what the Python decoder gives, or None.
  *
+ * It also holds the producer's record encoder (append_record) and the bench's byte count (payload_size).
+ *
  * The objects are made without running __init__: allocated with the class's tp_alloc and their five
  * slots (offset, timestamp, key, value, headers) stored at the offsets of Record's member descriptors,
  * which set_record_class() reads once.
@@ -244,6 +246,85 @@ done:
     return result;
 }
 
+static inline int put_zigzag(unsigned char *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 0;
+    while (u >= 0x80) {
+        p[n++] = (unsigned char)(u | 0x80);
+        u >>= 7;
+    }
+    p[n++] = (unsigned char)u;
+    return n;
+}
+
+/* append_record(parts, offset_delta, timestamp_delta, key, value, headers) -> bool
+ *
+ * builder.BatchBuilder.append's encoding of one record, appended to ``parts`` as the same bytes: the
+ * record's length, attributes 0, the two deltas, the key and value with their lengths (-1: null) and
+ * ``headers`` (already encoded: the count and the headers). A value of up to 256 bytes goes into one
+ * piece with the rest; a longer one is appended as its own piece (copied once, at the batch's join).
+ * False, with nothing appended, if key, value or headers is not exactly bytes (or None), or ``parts``
+ * not a list (a closed builder's): the Python code encodes those, or refuses them. The deltas must fit 62 bits (the caller checks). */
+static PyObject *append_record(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "append_record(parts, offset_delta, timestamp_delta, key, value, headers)");
+        return NULL;
+    }
+    PyObject *parts = args[0], *key = args[3], *value = args[4], *headers = args[5];
+    if (!PyList_CheckExact(parts) || (key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value))
+        || !PyBytes_CheckExact(headers))
+        Py_RETURN_FALSE;
+    long long od = PyLong_AsLongLong(args[1]);
+    long long td = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t klen = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+    Py_ssize_t vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+    Py_ssize_t hlen = PyBytes_GET_SIZE(headers);
+    unsigned char head[64]; /* attributes, deltas, key length: at most 1 + 10 + 10 + 10 bytes */
+    int h = 0;
+    head[h++] = 0;
+    h += put_zigzag(head + h, td);
+    h += put_zigzag(head + h, od);
+    h += put_zigzag(head + h, klen);
+    unsigned char vhead[10];
+    int vh = put_zigzag(vhead, vlen);
+    Py_ssize_t kbytes = klen > 0 ? klen : 0, vbytes = vlen > 0 ? vlen : 0;
+    int64_t body = (int64_t)h + kbytes + vh + vbytes + hlen;
+    unsigned char lhead[10];
+    int lh = put_zigzag(lhead, body);
+    int inline_value = vbytes <= 256;
+    Py_ssize_t first = lh + h + kbytes + vh + (inline_value ? vbytes + hlen : 0);
+    PyObject *piece = PyBytes_FromStringAndSize(NULL, first);
+    if (piece == NULL)
+        return NULL;
+    char *p = PyBytes_AS_STRING(piece);
+    memcpy(p, lhead, lh);
+    p += lh;
+    memcpy(p, head, h);
+    p += h;
+    if (kbytes) {
+        memcpy(p, PyBytes_AS_STRING(key), kbytes);
+        p += kbytes;
+    }
+    memcpy(p, vhead, vh);
+    p += vh;
+    if (inline_value) {
+        if (vbytes) {
+            memcpy(p, PyBytes_AS_STRING(value), vbytes);
+            p += vbytes;
+        }
+        memcpy(p, PyBytes_AS_STRING(headers), hlen);
+    }
+    int failed = PyList_Append(parts, piece) < 0;
+    Py_DECREF(piece);
+    if (!failed && !inline_value)
+        failed = PyList_Append(parts, value) < 0 || (hlen && PyList_Append(parts, headers) < 0);
+    if (failed)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
 /* The key and value bytes of a list of records (a null counts 0); None if an item is not a Record. */
 static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
     if (record_type == NULL || !PyList_Check(records)) {
@@ -269,6 +350,8 @@ static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
 }
 
 static PyMethodDef methods[] = {
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(parts, offset_delta, timestamp_delta, key, value, headers) -> bool"},
     {"payload_size", payload_size, METH_O, "payload_size(records) -> key and value bytes of the records, or None"},
     {"set_record_class", set_record_class, METH_VARARGS,
      "set_record_class(Record, NO_HEADERS): the class whose slots decode_plain fills, and the headers value"},

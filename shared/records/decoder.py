@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from itertools import repeat
 
 from shared.errors import CorruptRecordError
+from shared.records.compiled import speedups
 from shared.records.compression import decompress
 from shared.records.header import (
     ATTR_COMPRESSION_MASK,
@@ -24,11 +25,8 @@ from shared.records.positions import cut_keys_values, record_positions
 from shared.records.record import CONTROL_KEY, NO_HEADERS, Header, Record
 from shared.records.varint import decode_zigzag
 
-try:  # the compiled fast path (setup.py builds it; optional, so a machine without a C compiler still installs)
-    from shared.records import _speedups
-except ImportError:  # pragma: no cover - only where the extension could not be built
-    _speedups = None  # type: ignore[assignment]
-else:
+_speedups = speedups
+if _speedups is not None:
     _speedups.set_record_class(Record, NO_HEADERS)
 
 #: True when records are decoded by the compiled loop (``shared/records/_speedups.c``).

@@ -160,3 +160,24 @@ def test_closed_producer(producers) -> None:
     p._closing = True
     with pytest.raises(RuntimeError):
         p.send_batch(TOPIC, [b"x"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), key_st),
+                               st.integers(0, 2**45)), min_size=1, max_size=40))
+def test_send_queues_the_same_bytes_with_and_without_the_compiled_encoder(producers, monkeypatch, rows) -> None:
+    import shared.client.producer as producer_module
+
+    def run(compiled: bool) -> dict[int, list[bytes]]:
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(producer_module, "compiled_append", None)
+            p = stub_producer(1, batch_size=2000)
+            producers.append(p)
+            for value, key, ts in rows:
+                p.send(TOPIC, value, key=key, timestamp=ts)
+            return queued(p)
+
+    assert producer_module.compiled_append is not None
+    assert run(True) == run(False)

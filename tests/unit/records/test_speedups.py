@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from shared.client.consumer import record_class
 from shared.errors import CorruptRecordError
 from shared.records import _speedups as speedups  # built by setup.py on install: failing here means it was not
-from shared.records import decoder
+from shared.records import builder, decoder
 from shared.records.builder import BatchBuilder
 from shared.records.decoder import decode_records, decode_records_scalar, records_section
 from shared.records.header import HEADER_SIZE, iter_batches
@@ -181,3 +181,40 @@ def test_payload_size_counts_keys_and_values_and_nulls_as_zero() -> None:
     assert speedups.payload_size([("k", "v")]) is None
     odd = [Record(0, 0, bytearray(b"ab"), b"c", [])]
     assert speedups.payload_size(odd) is None and decoder.payload_size(odd) == 3
+
+
+def built(records: list, compiled: bool) -> bytes:
+    saved = builder.compiled_append
+    builder.compiled_append = saved if compiled else None
+    try:
+        b = BatchBuilder()
+        for ts, k, v, h in records:
+            b.append(v, k, ts, h)
+        return b.build(7)
+    finally:
+        builder.compiled_append = saved
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record, min_size=1, max_size=40))
+def test_the_compiled_encoder_writes_the_bytes_of_the_python_one(records) -> None:
+    assert builder.compiled_append is not None
+    assert built(records, True) == built(records, False)
+
+
+def test_the_compiled_encoder_declines_what_is_not_exactly_bytes() -> None:
+    parts: list[bytes] = []
+    assert speedups.append_record(parts, 1, 0, bytearray(b"k"), b"v", b"\x00") is False
+    assert speedups.append_record(parts, 1, 0, b"k", memoryview(b"v"), b"\x00") is False
+    assert speedups.append_record((), 1, 0, b"k", b"v", b"\x00") is False
+    assert parts == []
+    # and the builder still encodes them, in Python
+    assert built([(5, bytearray(b"k"), memoryview(b"v"), None)], True) == built([(5, b"k", b"v", None)], False)
+
+
+def test_a_closed_builder_still_refuses_a_record() -> None:
+    b = BatchBuilder()
+    b.append(b"v", b"k", 5)
+    b.close()
+    with pytest.raises(ValueError, match="closed"):
+        b.append(b"w", b"k", 6)
