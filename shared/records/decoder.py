@@ -25,7 +25,7 @@ from shared.records.positions import cut_keys_values, record_positions
 from shared.records.record import CONTROL_KEY, NO_HEADERS, Header, Record
 from shared.records.varint import decode_zigzag
 
-_speedups = speedups
+_speedups = speedups  # this module's handle on it (the tests set it to None to run the Python decoder)
 if _speedups is not None:
     _speedups.set_record_class(Record, NO_HEADERS)
 
@@ -90,9 +90,9 @@ def decode_records(header: BatchHeader, data: bytes, record_cls: type[Record] | 
                    start: int = 0, end: int | None = None) -> list[Record]:
     """Decode the (decompressed) records section of a batch: ``data[start:end]``.
 
-    Plain records (no headers) are decoded by a compiled loop when the extension is
-    built (``COMPILED``); it gives up on anything else, and on any damage, leaving
-    those to the Python code below, which names what is wrong. Without it, batches
+    A valid section (headers included) is decoded by a compiled loop when the
+    extension is built (``COMPILED``); it gives up on anything else, leaving that to
+    the Python code below, which decodes it or names what is wrong. Without it, batches
     of many plain records (no headers, lengths below 1 MiB) have their
     field positions found for all records at once (``positions``); then only the
     key and value bytes are cut and the record objects made. Anything else goes
