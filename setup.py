@@ -1,7 +1,7 @@
-"""The one compiled part: ``shared.records._speedups`` (the record decoder's C fast path).
+"""The one compiled part: ``shared.records._speedups`` (the record decoder's and encoder's C fast paths).
 
 Everything else about the package is in ``pyproject.toml``. The extension is optional: where no C
-compiler is found the install still succeeds and the pure-Python decoder is used
+compiler is found the install still succeeds and the pure-Python code is used
 (``shared.records.decoder.COMPILED`` tells which).
 """
 

