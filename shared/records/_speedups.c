@@ -1,14 +1,14 @@
-/* Compiled fast path of shared/records/decoder.py: a records section of plain records (no headers)
- * decoded into Record objects in one C loop.
+/* Compiled fast path of shared/records/decoder.py: a records section decoded into Record objects in
+ * one C loop.
  *
  * decode_plain(data, start, end, count, base_offset, base_timestamp, log_append_time, cls)
  *   -> list of cls instances, or None
  *
- * Only valid sections are handled here: every varint well-formed and inside its record, header keys
- * valid UTF-8, every record ending exactly where its length says and the section ending after the last
- * record. Anything else returns None and the caller decodes the section with the pure-Python decoder,
- * which names what is wrong. So for any
- * input this gives either exactly what the Python decoder gives, or None.
+ * Only valid sections are handled here (headers included): every varint well-formed and inside its
+ * record, header keys valid UTF-8, every record ending exactly where its length says and the section
+ * ending after the last record. Anything else returns None and the caller decodes the section with the
+ * pure-Python decoder, which names what is wrong. So for any input this gives either exactly what the
+ * Python decoder gives, or None.
  *
  * It also holds the producer's record encoder (append_record) and the bench's byte count (payload_size).
  *
