@@ -20,6 +20,7 @@ from shared.netprobe import tcp_reachable_async
 from shared.proto import tidelog_pb2 as pb
 from shared.proto import tidelog_pb2_grpc as pb_grpc
 from shared.security.transport import aio_channel
+from shared.types import TopicPartition
 
 if TYPE_CHECKING:
     from services.broker.partition import Partition
@@ -70,9 +71,8 @@ class IsrSender:
 
     def propose(self, part: Partition, new_isr: list[int]) -> None:
         """Queue ``new_isr`` for ``part``; in flight from now on: its high watermark counts the union
-        of both ISRs until the controller answers."""
-        part.isr_change_in_flight = True
-        part.pending_isr = new_isr
+        of both ISRs until the proposal is settled (``Partition.isr_proposal_done``, ``update_state``)."""
+        part.propose_isr(new_isr)
         self.queue.propose(IsrProposal(part.tp, part.leader_epoch, part.partition_epoch, tuple(new_isr)))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._send_all())
@@ -83,17 +83,17 @@ class IsrSender:
             batch = self.queue.next_batch()
             if not batch:
                 return
+            answers: dict[TopicPartition, int] = {}  # error code per answered proposal (0: applied)
             try:
-                await self._send(batch)
+                await self._send(batch, answers)
             finally:
                 for prop in self.queue.complete():
                     part = self.rm.partitions.get(prop.tp)
                     if part is not None:
-                        part.isr_change_in_flight = False
-                        part.pending_isr = None
-                        part._maybe_advance_hw()
+                        part.isr_proposal_done(answers.get(prop.tp))
 
-    async def _send(self, batch: list[IsrProposal]) -> None:
+    async def _send(self, batch: list[IsrProposal], answers: dict[TopicPartition, int]) -> None:
+        """Send ``batch``; ``answers`` gets the controller's error code for each proposal it answered."""
         stub = await self.controller_stub()
         if stub is None:
             await asyncio.sleep(ISR_RETRY_BACKOFF_S)  # no controller reachable: the next round proposes again
@@ -117,6 +117,7 @@ class IsrSender:
             return
         refused = 0
         for prop, r in zip(batch, resp.items):
+            answers[prop.tp] = r.error_code
             if r.error_code != 0:
                 refused += 1
                 log.debug("AlterPartition refused", extra={"tp": str(prop.tp), "error": ErrorCode(r.error_code).name})

@@ -61,7 +61,9 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         # From the broker's high-watermark checkpoint (``log.hw_checkpoint``), written by the replica manager.
         self.high_watermark = min(high_watermark, log.log_end_offset)
-        self.pending_isr: list[int] | None = None  # an AlterPartition in flight: HW uses the union
+        #: members of an ISR proposal not yet settled (in flight, or its request failed): HW uses the union
+        self.pending_isr: list[int] | None = None
+        self.pending_isr_epoch = -1  # the partition epoch that proposal was made at
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
         self.producers = restore_producer_state(log)
@@ -105,7 +107,10 @@ class Partition:
         self.isr = list(isr)
         self.replicas = list(replicas)
         self.min_insync_replicas = min_insync_replicas
-        self.pending_isr = None
+        leadership_changed = leader != self.broker_id or leader_epoch != old_epoch  # old proposals are fenced
+        if self.pending_isr is not None and not rules.keeps_pending_isr(self.pending_isr_epoch, partition_epoch,
+                                                                        leadership_changed):
+            self.pending_isr = None
         if became_leader:
             now = self.clock()
             self.followers = {r: FollowerState(last_caught_up_ms=now) for r in replicas if r != self.broker_id}
@@ -119,6 +124,23 @@ class Partition:
             self._notify()
         self._maybe_advance_hw()
         self._check_lw_waiters()  # replicas or live brokers may have changed (metadata is applied here)
+
+    def propose_isr(self, new_isr: list[int]) -> None:
+        """An ISR proposal is sent: until it is settled, the high watermark counts its members too."""
+        self.isr_change_in_flight = True
+        self.pending_isr = rules.pending_isr_after_proposal(self.pending_isr, self.pending_isr_epoch,
+                                                            self.partition_epoch, new_isr)
+        self.pending_isr_epoch = self.partition_epoch
+
+    def isr_proposal_done(self, refusal: int | None) -> None:
+        """The request carrying this partition's proposal ended. ``refusal``: the controller's error code for
+        it, or None when no answer says what happened (the request failed, the controller died): then the
+        proposal may have been applied, and its members stay counted until a newer state shows it. An
+        accepted proposal was applied through ``update_state`` already."""
+        self.isr_change_in_flight = False
+        if refusal is not None and rules.refusal_settles_pending_isr(refusal):
+            self.pending_isr = None
+        self._maybe_advance_hw()
 
     def check_epoch(self, epoch: int) -> None:
         """Requests carrying a leader epoch must match ours (Kafka's fencing)."""

@@ -165,8 +165,9 @@ class ReplicaManager:
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             # A replica removed by a reassignment may still fetch until it hears of it: never propose it.
             expand = [b for b in part.isr_expansion_candidates(self.replica_lag_time_max_ms) if b in part.replicas]
-            if not shrink and not expand:
-                continue
+            unsettled = part.pending_isr is not None and any(b not in part.isr for b in part.pending_isr)
+            if not shrink and not expand and not unsettled:
+                continue  # (an unsettled proposal holds the HW back: it is proposed again, even unchanged, to settle it)
             self.isr_sender.propose(part, [b for b in part.replicas if (b in part.isr and b not in shrink) or b in expand])
 
     async def controller_stub(self) -> pb_grpc.ControllerStub | None:

@@ -1,7 +1,8 @@
 """The broker's replication rules, as pure functions (no files, no asyncio, time passed in):
 
-- the leader's high watermark: the smallest log end offset over the ISR (with an AlterPartition in flight,
+- the leader's high watermark: the smallest log end offset over the ISR (with an ISR proposal undecided,
   over the union of the old and the proposed ISR), never below the log start offset;
+- when an undecided ISR proposal is settled: by an answer, or by a partition state newer than its epoch;
 - ISR expansion: a follower outside the ISR that fetches, has reached the high watermark and this leader
   epoch's start, and was caught up recently (Kafka's replica.lag.time.max.ms);
 - ISR shrink: an ISR follower that has not been caught up for replica.lag.time.max.ms;
@@ -16,6 +17,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
+
+from shared.errors import ErrorCode
 
 
 class FetchClock(Protocol):
@@ -110,6 +113,39 @@ def high_watermark(broker_id: int, log_end_offset: int, log_start_offset: int, i
             st = followers.get(r)
             candidates.append(st.log_end_offset if st else -1)
     return max(min(candidates), log_start_offset)
+
+
+def pending_isr_after_proposal(pending_isr: Sequence[int] | None, pending_epoch: int, partition_epoch: int,
+                                new_isr: Sequence[int]) -> list[int]:
+    """The members a leader counts as maybe in the ISR once it proposes ``new_isr`` at ``partition_epoch``
+    (Kafka's "maximal ISR"). An earlier proposal made at the same partition epoch whose outcome is still
+    unknown (its request failed) may yet have been applied, so its members stay counted too."""
+    if pending_isr is not None and pending_epoch == partition_epoch:
+        return sorted(set(pending_isr) | set(new_isr))
+    return sorted(new_isr)
+
+
+def keeps_pending_isr(pending_epoch: int, partition_epoch: int, leadership_changed: bool) -> bool:
+    """Whether a leader's ISR proposal made at ``pending_epoch`` may still be undecided once it applies a
+    partition state of ``partition_epoch``. A proposal applies only at the epoch it was made at, so any
+    newer state already shows its outcome; a state of the same epoch (a metadata refresh re-reading what
+    the leader knew) shows nothing, and forgetting the proposal there let the high watermark pass a
+    replica the controller was about to add: elected next, it lacked acknowledged records. As Kafka's
+    ``PendingExpandIsr``, the proposal is kept until an answer or a newer state settles it."""
+    return not leadership_changed and partition_epoch <= pending_epoch
+
+
+#: AlterPartition refusals that say the controller's state moved past the proposal's epochs: the
+#: proposal was not applied, but an earlier one with unknown outcome may have been (that is how the
+#: epoch moved), so the leader keeps counting its members until the newer state reaches it.
+_STATE_MOVED_ON = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION)
+
+
+def refusal_settles_pending_isr(error_code: int) -> bool:
+    """Whether an AlterPartition refusal (per partition) settles the leader's pending ISR proposal: a
+    refusal judged at the proposal's own epochs (invalid, ineligible replica, ...) means nothing made at
+    that epoch was applied."""
+    return error_code != 0 and error_code not in _STATE_MOVED_ON
 
 
 def low_watermark(broker_id: int, log_start_offset: int, replicas: Sequence[int],
