@@ -90,7 +90,7 @@ class IsrSender:
                 for prop in self.queue.complete():
                     part = self.rm.partitions.get(prop.tp)
                     if part is not None:
-                        part.isr_proposal_done(answers.get(prop.tp))
+                        part.isr_proposal_done(answers.get(prop.tp), int(ISR_RETRY_BACKOFF_S * 1000))
 
     async def _send(self, batch: list[IsrProposal], answers: dict[TopicPartition, int]) -> None:
         """Send ``batch``; ``answers`` gets the controller's error code for each proposal it answered."""

@@ -64,6 +64,7 @@ class Partition:
         #: members of an ISR proposal not yet settled (in flight, or its request failed): HW uses the union
         self.pending_isr: list[int] | None = None
         self.pending_isr_epoch = -1  # the partition epoch that proposal was made at
+        self.isr_retry_at_ms = 0  # an unsettled proposal is not proposed again before this
         self.isr_change_in_flight = False
         self.fenced = False  # set when this broker lost its etcd lease: no leader duties until metadata is re-read
         self.producers = restore_producer_state(log)
@@ -128,18 +129,20 @@ class Partition:
     def propose_isr(self, new_isr: list[int]) -> None:
         """An ISR proposal is sent: until it is settled, the high watermark counts its members too."""
         self.isr_change_in_flight = True
-        self.pending_isr = rules.pending_isr_after_proposal(self.pending_isr, self.pending_isr_epoch,
-                                                            self.partition_epoch, new_isr)
-        self.pending_isr_epoch = self.partition_epoch
+        self.pending_isr, self.pending_isr_epoch = rules.pending_isr_after_proposal(
+            self.pending_isr, self.pending_isr_epoch, self.partition_epoch, new_isr)
 
-    def isr_proposal_done(self, refusal: int | None) -> None:
-        """The request carrying this partition's proposal ended. ``refusal``: the controller's error code for
-        it, or None when no answer says what happened (the request failed, the controller died): then the
-        proposal may have been applied, and its members stay counted until a newer state shows it. An
-        accepted proposal was applied through ``update_state`` already."""
+    def isr_proposal_done(self, answer: int | None, retry_after_ms: int = 0) -> None:
+        """The request carrying this partition's proposal ended. ``answer``: the controller's error code for
+        it (0: accepted, its new state applied through ``update_state`` already), or None when no answer
+        says what happened (the request failed, the controller died). Unless the answer settles the
+        proposal (``rules.answer_settles_pending_isr``), its members stay counted until a newer state
+        arrives, and it is not proposed again for ``retry_after_ms``."""
         self.isr_change_in_flight = False
-        if refusal is not None and rules.refusal_settles_pending_isr(refusal):
+        if answer is not None and rules.answer_settles_pending_isr(answer):
             self.pending_isr = None
+        elif self.pending_isr is not None:
+            self.isr_retry_at_ms = self.clock() + retry_after_ms
         self._maybe_advance_hw()
 
     def check_epoch(self, epoch: int) -> None:

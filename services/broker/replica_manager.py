@@ -160,8 +160,8 @@ class ReplicaManager:
             self._next_shrink_check = now + self.isr_shrink_check_interval_s
         now_ms = self.clock()
         for part in self._replicated if check_shrink else list(self._under_replicated):
-            if not part.is_leader or self.isr_sender.busy(part):
-                continue
+            if not part.is_leader or self.isr_sender.busy(part) or now_ms < part.isr_retry_at_ms:
+                continue  # (after an answer that left its proposal unsettled, a partition waits a moment)
             shrink = part.isr_shrink_candidates(self.replica_lag_time_max_ms, now_ms) if check_shrink else []
             # A replica removed by a reassignment may still fetch until it hears of it: never propose it.
             expand = [b for b in part.isr_expansion_candidates(self.replica_lag_time_max_ms) if b in part.replicas]

@@ -116,13 +116,13 @@ def high_watermark(broker_id: int, log_end_offset: int, log_start_offset: int, i
 
 
 def pending_isr_after_proposal(pending_isr: Sequence[int] | None, pending_epoch: int, partition_epoch: int,
-                                new_isr: Sequence[int]) -> list[int]:
+                                new_isr: Sequence[int]) -> tuple[list[int], int]:
     """The members a leader counts as maybe in the ISR once it proposes ``new_isr`` at ``partition_epoch``
-    (Kafka's "maximal ISR"). An earlier proposal made at the same partition epoch whose outcome is still
-    unknown (its request failed) may yet have been applied, so its members stay counted too."""
-    if pending_isr is not None and pending_epoch == partition_epoch:
-        return sorted(set(pending_isr) | set(new_isr))
-    return sorted(new_isr)
+    (Kafka's "maximal ISR"), and the epoch that settles them (a newer state settles them all). An earlier
+    proposal not settled yet (its request failed: it may still have been applied) stays counted too."""
+    if pending_isr is not None and pending_epoch >= partition_epoch:
+        return sorted(set(pending_isr) | set(new_isr)), pending_epoch
+    return sorted(new_isr), partition_epoch
 
 
 def keeps_pending_isr(pending_epoch: int, partition_epoch: int, leadership_changed: bool) -> bool:
@@ -135,17 +135,19 @@ def keeps_pending_isr(pending_epoch: int, partition_epoch: int, leadership_chang
     return not leadership_changed and partition_epoch <= pending_epoch
 
 
-#: AlterPartition refusals that say the controller's state moved past the proposal's epochs: the
-#: proposal was not applied, but an earlier one with unknown outcome may have been (that is how the
-#: epoch moved), so the leader keeps counting its members until the newer state reaches it.
-_STATE_MOVED_ON = (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION)
+#: AlterPartition answers (per partition) that settle the leader's pending proposal: accepted (the
+#: answer's newer state is applied), or refused after the controller checked both epochs, so nothing
+#: made at them was applied (Kafka resets to the committed ISR on OPERATION_NOT_ATTEMPTED and
+#: INELIGIBLE_REPLICA). Any other answer keeps it, as Kafka does "awaiting new metadata": a stale
+#: epoch (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION) means the state moved on, maybe through an
+#: earlier proposal whose outcome is unknown, and the newer state will settle it.
+_SETTLING_ANSWERS = frozenset({ErrorCode.NONE, ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST,
+                               ErrorCode.OPERATION_NOT_ATTEMPTED})
 
 
-def refusal_settles_pending_isr(error_code: int) -> bool:
-    """Whether an AlterPartition refusal (per partition) settles the leader's pending ISR proposal: a
-    refusal judged at the proposal's own epochs (invalid, ineligible replica, ...) means nothing made at
-    that epoch was applied."""
-    return error_code != 0 and error_code not in _STATE_MOVED_ON
+def answer_settles_pending_isr(error_code: int) -> bool:
+    """Whether the controller's answer to a proposal settles the leader's pending ISR (see above)."""
+    return error_code in _SETTLING_ANSWERS
 
 
 def low_watermark(broker_id: int, log_start_offset: int, replicas: Sequence[int],

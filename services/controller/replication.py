@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 from services.controller.election import ConflictError, ControllerElection, FencedError
 from services.controller.partitions import (
@@ -42,6 +42,22 @@ log = logging.getLogger(__name__)
 SMALL_READ = 16
 #: Partitions per reassignment transaction (each writes its state and record, guarded by both revisions).
 STEP_CHUNK = 36
+
+T = TypeVar("T")
+
+
+async def run_to_the_end(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro``, which holds the controller's lock across a read, a check and an etcd write, as a
+    task that runs to its end even when the caller is cancelled (an AlterPartition's deadline passed): a
+    cancelled handler released the lock while its transaction could still commit, and the next proposal
+    was judged against the state before it. A leader whose request failed keeps its proposal counted
+    until a newer state settles it; this keeps "refused at these epochs" meaning "not applied"."""
+    task = asyncio.ensure_future(coro)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # nobody waits for its result
+        raise
 
 
 class PartitionController:
@@ -253,6 +269,11 @@ class PartitionController:
 
     async def alter_partition(self, broker: int, incarnation: str, tp: TopicPartition, leader_epoch: int,
                               partition_epoch: int, new_isr: list[int]) -> PartitionState:
+        return await run_to_the_end(self._alter_partition(broker, incarnation, tp, leader_epoch, partition_epoch,
+                                                          new_isr))
+
+    async def _alter_partition(self, broker: int, incarnation: str, tp: TopicPartition, leader_epoch: int,
+                               partition_epoch: int, new_isr: list[int]) -> PartitionState:
         async with self.lock:
             await self.check_broker_epoch(broker, incarnation)
             got = await self.store.get(self.keys.partition(tp.topic, tp.partition))
@@ -274,6 +295,10 @@ class PartitionController:
                                items: list[AlterItem]) -> list[PartitionState | TidelogError]:
         """A batch of one leader's ISR proposals: one broker-epoch check, one read, a few transactions.
         Per item, in order, the new state or the error refusing it."""
+        return await run_to_the_end(self._alter_partitions(broker, incarnation, items))
+
+    async def _alter_partitions(self, broker: int, incarnation: str,
+                                items: list[AlterItem]) -> list[PartitionState | TidelogError]:
         async with self.lock:
             await self.check_broker_epoch(broker, incarnation)
             topics, states = await self._read_states({tp for tp, _, _, _ in items})

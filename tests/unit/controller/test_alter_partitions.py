@@ -3,7 +3,11 @@ judged exactly as a single-partition AlterPartition, in order; unknown and repea
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from services.controller.partitions import alter_partition, alter_partitions
+from services.controller.replication import run_to_the_end
 from shared.errors import ErrorCode, TidelogError
 from shared.metadata.types import PartitionState as S
 from shared.metadata.types import TopicRecord
@@ -52,3 +56,53 @@ def test_a_partition_named_twice_is_refused_the_second_time() -> None:
     out = alter_partitions(TOPICS, STATES, 1, [(tp, 5, 9, [1, 2]), (tp, 5, 9, [1, 3])], live={1, 2, 3})
     assert out[0] == S(1, 5, [1, 2], 10)
     assert code(out[1]) == ErrorCode.INVALID_REQUEST
+
+
+def test_the_epochs_are_checked_before_the_proposal_itself() -> None:
+    """A leader settles its pending ISR on INVALID_REQUEST or INELIGIBLE_REPLICA (nothing made at its epochs
+    was applied) and keeps it on a stale-epoch refusal: so a proposal that is both stale and invalid must
+    be refused as stale."""
+    st = S(1, 5, [1, 2], 9)
+    for leader_epoch, partition_epoch, want in ((4, 9, ErrorCode.FENCED_LEADER_EPOCH),
+                                                (5, 8, ErrorCode.INVALID_UPDATE_VERSION)):
+        for isr, live in (([2, 3], {1, 2, 3}), ([1, 2, 4], {1, 2, 3}), ([1, 2, 3], {1, 2})):
+            try:
+                alter_partition(st, [1, 2, 3], 1, leader_epoch, partition_epoch, isr, live)
+            except TidelogError as exc:
+                assert exc.code == want, (leader_epoch, partition_epoch, isr, live)
+            else:
+                raise AssertionError("accepted")
+
+
+def test_an_unchanged_isr_is_accepted_with_a_new_partition_epoch() -> None:
+    """A leader proposes its ISR unchanged to settle a proposal whose request failed: the answer's newer
+    partition epoch is what settles it."""
+    assert alter_partition(S(1, 5, [1, 2], 9), [1, 2, 3], 1, 5, 9, [2, 1], {1, 2, 3}) == S(1, 5, [1, 2], 10)
+
+
+def test_a_cancelled_alter_partition_still_runs_its_locked_write_to_the_end() -> None:
+    """The handler's deadline cancels the caller, not the read-check-write under the lock: the next request
+    waits for that write, so it is judged against the state the write left."""
+
+    async def run() -> None:
+        lock = asyncio.Lock()
+        writes: list[str] = []
+        entered = asyncio.Event()
+
+        async def locked(name: str) -> str:
+            async with lock:
+                entered.set()
+                await asyncio.sleep(0.05)  # the etcd transaction
+                writes.append(name)
+                return name
+
+        first = asyncio.ensure_future(run_to_the_end(locked("first")))
+        await entered.wait()
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        assert lock.locked() and writes == []  # still writing, lock held
+        assert await run_to_the_end(locked("second")) == "second"
+        assert writes == ["first", "second"]
+
+    asyncio.run(run())
