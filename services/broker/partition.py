@@ -95,8 +95,11 @@ class Partition:
         was_leader = self.is_leader
         old_epoch = self.leader_epoch
         became_leader = leader == self.broker_id and (not was_leader or leader_epoch != old_epoch)
-        if partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch and not self.fenced:
-            return  # an older state than one we already applied (e.g. our own AlterPartition result)
+        if partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch:
+            # An older state than one we already applied (e.g. our own AlterPartition result, ahead of the
+            # watch). Fenced or not: a fenced leader waits for the re-read's current state, since an older
+            # ISR could let its HW pass a replica the controller has since added.
+            return
         if was_leader and (leader != self.broker_id or leader_epoch != old_epoch):
             self.fail_waiters()  # appends of the old epoch can no longer be acknowledged here
         added = was_leader and not became_leader and leader == self.broker_id and \

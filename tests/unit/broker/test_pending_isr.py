@@ -278,3 +278,19 @@ def test_a_refusal_settles_the_proposal_only_when_judged_at_its_epochs(tmp_path,
         await rm.close()
 
     asyncio.run(run())
+
+
+def test_a_fenced_leader_ignores_an_older_state_and_waits_for_the_current_one(tmp_path, monkeypatch) -> None:
+    async def run() -> None:
+        rm, controller, _ = leader(tmp_path, accept, monkeypatch)
+        part = await proposing_to_add_3(rm, controller)
+        controller.hold.set()
+        await answered(rm)  # accepted: ISR [1, 2, 3] at epoch 2, ahead of the watch
+        rm.fence()  # the etcd lease is lost
+        await rm.apply_metadata(view([1, 2], 1))  # the watch's older event arrives meanwhile
+        assert part.fenced and part.isr == [1, 2, 3] and part.partition_epoch == 2
+        await rm.apply_metadata(view([1, 2, 3], 2))  # the re-read's current state
+        assert part.is_leader and part.isr == [1, 2, 3] and part.high_watermark == 5
+        await rm.close()
+
+    asyncio.run(run())
