@@ -4,8 +4,8 @@ Random keyed workloads with deletes (tombstones), idempotent-producer batches, c
 cleanings (full or partial offset maps); after every cleaning, and after reopening the log:
 offsets unchanged and ordered, every record identical to what was appended at its offset, the
 final value of every key visible from the start, no superseded record below the cleaned point,
-the head (past the cleaned point) complete, tombstones kept for delete.retention.ms after their
-first cleaning, and a fetch at a compacted-away offset returning the next record.
+the head (past the cleaned point) complete, tombstones kept for delete.retention.ms after the
+first cleaning that rewrote them (KIP-534's delete horizon, set as Kafka sets it), and a fetch at a compacted-away offset returning the next record.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from services.broker.log import PartitionLog
 from services.broker.log.compaction import clean_in_process, read_cleaner_checkpoint
 from shared.config import LogConfig
 from shared.records.builder import encode_batch
-from shared.records.decoder import iter_records
+from shared.records.decoder import decode_records, iter_records, records_section
 from shared.records.header import iter_batches
 
 T0 = 1_700_000_000_000
@@ -55,6 +55,7 @@ class Model:
     first_cleaned: dict[int, int] = field(default_factory=dict)  # tombstone offset -> first cleaning time
     last_clean: dict[int, int] = field(default_factory=dict)  # tombstone offset -> latest cleaning time
     map_end: int = 0
+    clean_times: set[int] = field(default_factory=set)
     pid_seq: int = 0
     pid_last: int = -1
 
@@ -84,12 +85,36 @@ def append(log: PartitionLog, model: Model, clock: Clock, rows: list[tuple[bytes
         model.pid_last = info.last_offset
 
 
+def tombstone_horizons(log: PartitionLog) -> dict[int, int]:
+    """The delete horizon of every tombstone in a batch that has one (KIP-534)."""
+    out: dict[int, int] = {}
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 16).records
+        if not data:
+            break
+        for pos, h in iter_batches(data):
+            offset = h.next_offset
+            if h.has_delete_horizon and not h.is_control:
+                out.update((r.offset, h.base_timestamp) for r in decode_records(h, records_section(data, h, pos))
+                           if r.value is None)
+    return out
+
+
 def clean(log: PartitionLog, model: Model, clock: Clock, buffer: int) -> None:
     lasts = {model.pid_last} if model.pid_last >= 0 else set()
     result = clean_in_process(log, "t-0", log.log_end_offset, clock.now, lasts, buffer, force=True)
     if result is None:
         return
+    model.clean_times.add(clock.now)
     model.map_end = result.map_end
+    # As Kafka's cleaner, a cleaning gives every batch it rewrites that keeps tombstones a delete horizon
+    # (now + delete.retention.ms), also one past the offset map's end in a cleaned segment: a tombstone's
+    # retention starts at the first cleaning that rewrote it, which may be before the map covered it.
+    for off, horizon in tombstone_horizons(log).items():
+        assert horizon - RETENTION in model.clean_times, f"tombstone at {off}: horizon {horizon} set by no cleaning"
+        model.first_cleaned.setdefault(off, horizon - RETENTION)
+        model.last_clean[off] = clock.now
     for off in range(result.map_end):
         row = model.rows.get(off)
         if row is not None and row[2] is None:
