@@ -11,6 +11,7 @@ first cleaning that rewrote them (KIP-534's delete horizon, set as Kafka sets it
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
@@ -20,8 +21,9 @@ from services.broker.log import PartitionLog
 from services.broker.log.compaction import clean_in_process, read_cleaner_checkpoint
 from shared.config import LogConfig
 from shared.records.builder import encode_batch
-from shared.records.decoder import decode_records, iter_records, records_section
-from shared.records.header import iter_batches
+from shared.records.decoder import decode_records, records_section
+from shared.records.header import BatchHeader, iter_batches
+from shared.records.record import Record
 
 T0 = 1_700_000_000_000
 RETENTION = 10_000  # delete.retention.ms
@@ -60,17 +62,21 @@ class Model:
     pid_last: int = -1
 
 
-def read_log(log: PartitionLog, start: int | None = None) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    out = []
+def batches(log: PartitionLog, start: int | None = None) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every batch from ``start`` (the log start by default) with its records (none for control batches),
+    read as a consumer reads them."""
     offset = log.log_start_offset if start is None else start
     while offset < log.log_end_offset:
         data = log.read(offset, 1 << 16).records
         if not data:
             break
-        for _, h in iter_batches(data):
+        for pos, h in iter_batches(data):
             offset = h.next_offset
-        out.extend((r.offset, r.timestamp, r.key, r.value) for r in iter_records(data))
-    return out
+            yield h, [] if h.is_control else decode_records(h, records_section(data, h, pos))
+
+
+def read_log(log: PartitionLog, start: int | None = None) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    return [(r.offset, r.timestamp, r.key, r.value) for _, rs in batches(log, start) for r in rs]
 
 
 def append(log: PartitionLog, model: Model, clock: Clock, rows: list[tuple[bytes, bytes | None]], idem: bool) -> None:
@@ -87,18 +93,7 @@ def append(log: PartitionLog, model: Model, clock: Clock, rows: list[tuple[bytes
 
 def tombstone_horizons(log: PartitionLog) -> dict[int, int]:
     """The delete horizon of every tombstone in a batch that has one (KIP-534)."""
-    out: dict[int, int] = {}
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 16).records
-        if not data:
-            break
-        for pos, h in iter_batches(data):
-            offset = h.next_offset
-            if h.has_delete_horizon and not h.is_control:
-                out.update((r.offset, h.base_timestamp) for r in decode_records(h, records_section(data, h, pos))
-                           if r.value is None)
-    return out
+    return {r.offset: h.base_timestamp for h, rs in batches(log) if h.has_delete_horizon for r in rs if r.value is None}
 
 
 def clean(log: PartitionLog, model: Model, clock: Clock, buffer: int) -> None:
