@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
@@ -154,17 +154,28 @@ async def proposing_to_add_3(rm: ReplicaManager, controller: Controller) -> Part
     return part
 
 
-def leader(tmp_path, answer: Callable[[pb.AlterPartitionItem], pb.AlterPartitionItemResult],
-           monkeypatch: pytest.MonkeyPatch) -> tuple[ReplicaManager, Controller, Clock]:
-    monkeypatch.setattr(isr_sender, "ISR_RETRY_BACKOFF_S", 0.0)  # failed requests retry at once here
-    clock = Clock()
-    return ReplicaManager(1, str(tmp_path), clock), Controller(answer), clock
+Scenario = Callable[[ReplicaManager, Controller, Clock, Partition], Awaitable[None]]
+
+
+def play(tmp_path, monkeypatch: pytest.MonkeyPatch,
+         answer: Callable[[pb.AlterPartitionItem], pb.AlterPartitionItemResult], scenario: Scenario) -> None:
+    """Run ``scenario`` on broker 1 proposing to add 3 (``proposing_to_add_3``), the controller answering
+    with ``answer``; failed requests are retried at once unless the scenario says otherwise."""
+    monkeypatch.setattr(isr_sender, "ISR_RETRY_BACKOFF_S", 0.0)
+
+    async def run() -> None:
+        clock = Clock()
+        rm, controller = ReplicaManager(1, str(tmp_path), clock), Controller(answer)
+        try:
+            await scenario(rm, controller, clock, await proposing_to_add_3(rm, controller))
+        finally:
+            await rm.close()
+
+    asyncio.run(run())
 
 
 def test_a_metadata_refresh_does_not_settle_a_proposal_in_flight(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, _ = leader(tmp_path, accept, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         await rm.apply_metadata(view([1, 2], 1))  # any watch event re-applies the same state
         assert part.pending_isr == [1, 2, 3] and part.high_watermark == 5
         controller.hold.set()
@@ -173,15 +184,12 @@ def test_a_metadata_refresh_does_not_settle_a_proposal_in_flight(tmp_path, monke
         assert part.high_watermark == 5
         part.update_follower(3, 10)
         assert part.high_watermark == 10
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, accept, run)
 
 
 def test_a_failed_request_is_proposed_again_unchanged_until_an_answer_settles_it(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, clock = leader(tmp_path, fail, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         controller.hold.set()
         await answered(rm)  # failed: the controller may have applied it
         assert not part.isr_change_in_flight and part.pending_isr == [1, 2, 3] and part.high_watermark == 5
@@ -199,54 +207,44 @@ def test_a_failed_request_is_proposed_again_unchanged_until_an_answer_settles_it
         rm.maintain_isr()
         await sent(controller, 3)
         assert len(controller.requests) == 2  # settled: nothing more to propose
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, fail, run)
 
 
 def test_a_newer_state_settles_the_proposal(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, _ = leader(tmp_path, fail, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         controller.hold.set()
         await answered(rm)
         await rm.apply_metadata(view([1, 2], 0))  # older than what the leader applied: ignored
         assert part.pending_isr == [1, 2, 3] and part.high_watermark == 5
         await rm.apply_metadata(view([1, 2], 2))  # something else moved the epoch: it was not applied
         assert part.pending_isr is None and part.high_watermark == 10
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, fail, run)
 
 
 def test_a_new_leader_epoch_settles_the_proposal(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, _ = leader(tmp_path, accept, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         await rm.apply_metadata(view([1, 2], 1, leader_epoch=4))  # re-elected: old proposals are fenced
         assert part.pending_isr is None
         controller.answer = refuse(ErrorCode.FENCED_LEADER_EPOCH)
         controller.hold.set()
         await answered(rm)
         assert part.pending_isr is None and not part.isr_change_in_flight
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, accept, run)
 
 
 def test_two_unsettled_proposals_count_both(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, _ = leader(tmp_path, fail, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         controller.hold.set()
         await answered(rm)
         part.propose_isr([1, 2])  # a later proposal at the same epoch: the first may still have applied
         assert part.pending_isr == [1, 2, 3] and part.high_watermark == 5
         part.isr_proposal_done(ErrorCode.INELIGIBLE_REPLICA)  # judged at epoch 1: neither was applied
         assert part.pending_isr is None and part.high_watermark == 10
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, fail, run)
 
 
 @pytest.mark.parametrize(("code", "settled"), [
@@ -256,9 +254,7 @@ def test_two_unsettled_proposals_count_both(tmp_path, monkeypatch) -> None:
 ])
 def test_a_refusal_settles_the_proposal_only_when_judged_at_its_epochs(tmp_path, monkeypatch, code: ErrorCode,
                                                                        settled: bool) -> None:
-    async def run() -> None:
-        rm, controller, clock = leader(tmp_path, refuse(code), monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         monkeypatch.setattr(isr_sender, "ISR_RETRY_BACKOFF_S", 0.5)
         controller.hold.set()
         await answered(rm)
@@ -275,15 +271,12 @@ def test_a_refusal_settles_the_proposal_only_when_judged_at_its_epochs(tmp_path,
             await sent(controller, 2)
             assert len(controller.requests) == 2
             await answered(rm)
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, refuse(code), run)
 
 
 def test_a_fenced_leader_ignores_an_older_state_and_waits_for_the_current_one(tmp_path, monkeypatch) -> None:
-    async def run() -> None:
-        rm, controller, _ = leader(tmp_path, accept, monkeypatch)
-        part = await proposing_to_add_3(rm, controller)
+    async def run(rm: ReplicaManager, controller: Controller, clock: Clock, part: Partition) -> None:
         controller.hold.set()
         await answered(rm)  # accepted: ISR [1, 2, 3] at epoch 2, ahead of the watch
         rm.fence()  # the etcd lease is lost
@@ -291,6 +284,5 @@ def test_a_fenced_leader_ignores_an_older_state_and_waits_for_the_current_one(tm
         assert part.fenced and part.isr == [1, 2, 3] and part.partition_epoch == 2
         await rm.apply_metadata(view([1, 2, 3], 2))  # the re-read's current state
         assert part.is_leader and part.isr == [1, 2, 3] and part.high_watermark == 5
-        await rm.close()
 
-    asyncio.run(run())
+    play(tmp_path, monkeypatch, accept, run)
