@@ -115,3 +115,18 @@ class FutureRecordMetadata(ResultFuture[RecordMetadata]):
         offset = r.base_offset + self._relative if r.base_offset >= 0 else -1
         ts = r.log_append_time if r.log_append_time >= 0 else self._timestamp
         return RecordMetadata(r.tp.topic, r.tp.partition, offset, ts)
+
+
+def _future_maker() -> Callable[[ProduceRequestResult, int, int], FutureRecordMetadata]:
+    """``FutureRecordMetadata(result, relative_offset, timestamp)``, made by the compiled ``new_future``
+    where it is built (the same object without running ``__init__``: ~0.3 µs less per ``send()``)."""
+    from shared.records.compiled import speedups
+
+    if speedups is None or not hasattr(speedups, "new_future"):
+        return FutureRecordMetadata
+    speedups.set_future_class(FutureRecordMetadata)
+    return speedups.new_future  # type: ignore[no-any-return]
+
+
+#: what ``Producer.send`` makes its per-record future with
+new_future = _future_maker()

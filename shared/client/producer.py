@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from shared.client.accumulator import RecordAccumulator
 from shared.client.client_metrics import ProducerStats
 from shared.client.cluster import ClusterClient
-from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError
+from shared.client.futures import FutureRecordMetadata, KafkaTimeoutError, new_future
 from shared.client.idempotence import IdempotenceState
 from shared.client.partitioner import MURMUR2_SEED, StickyPartitioner, murmurhash2
 from shared.client.produce_connection import InFlight, ProduceConnection
@@ -249,8 +249,12 @@ class Producer:
             raise record_too_large(size, self._sender.max_request_size)
         if acc.buffered > acc.buffer_memory:
             acc.wait_for_space(self.max_block_s)
-        # The accumulator's append, inline: this runs once per record.
-        with acc.lock:
+        # The accumulator's append, inline: this runs once per record. The lock is taken by hand: a
+        # `with` block looks up and calls __enter__/__exit__, ~0.2 µs more per record here (py-spy: a
+        # quarter of send()'s own time sat on the `with` line).
+        lock = acc.lock
+        lock.acquire()
+        try:
             batch = acc.open.get(tp)
             new = (batch is None or batch.sealed
                    or (batch.size + size > acc.batch_size and batch.size > HEADER_SIZE))
@@ -279,12 +283,14 @@ class Producer:
                 i = b.append(value, key, timestamp, hb)
             batch.size += size
             acc.buffered += size
+        finally:
+            lock.release()
         if new:
             # A new batch (or a full previous one): the sender may be sleeping past this batch's linger.
             acc.wakeup.set()
             if key is None:  # the sticky partition moves on when its batch is full
                 self.partitioner.on_new_batch(topic, partition, n)
-        return FutureRecordMetadata(batch.result, i, timestamp)
+        return new_future(batch.result, i, timestamp)
 
     def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None, partition: Any = None,
                    timestamps: Any = None) -> list[FutureRecordBatch]:

@@ -1,4 +1,5 @@
-"""The compiled record decoder (``shared/records/_speedups.c``) against the pure-Python one.
+"""The compiled record decoder (``shared/records/_speedups.c``) against the pure-Python one (and its
+encoder and the producer's compiled future).
 
 For a valid records section the two must give equal records, field for field; for a damaged one the
 compiled loop gives up (``None``) and the Python decoder raises what it always raised, so any input
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 import tracemalloc
 
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared.client.consumer import record_class
+from shared.client.futures import FutureRecordMetadata, ProduceRequestResult, RecordMetadata, new_future
 from shared.errors import CorruptRecordError
 from shared.records import _speedups as speedups  # built by setup.py on install: failing here means it was not
 from shared.records import builder, decoder
@@ -23,6 +26,7 @@ from shared.records.builder import BatchBuilder
 from shared.records.decoder import decode_records, decode_records_scalar, records_section
 from shared.records.header import HEADER_SIZE, iter_batches
 from shared.records.record import NO_HEADERS, Record
+from shared.types import TopicPartition
 
 
 def test_the_extension_is_built_and_used() -> None:
@@ -218,3 +222,31 @@ def test_a_closed_builder_still_refuses_a_record() -> None:
     b.close()
     with pytest.raises(ValueError, match="closed"):
         b.append(b"w", b"k", 6)
+
+
+def test_the_compiled_future_is_the_class_with_its_three_slots_and_holds_its_references_once() -> None:
+    result = ProduceRequestResult(TopicPartition("t", 2))
+    made = new_future(result, 3, 1_700_000_000_000)
+    assert new_future is speedups.new_future  # the producer uses the compiled one where it is built
+    assert type(made) is FutureRecordMetadata
+    assert (made._result, made._relative, made._timestamp) == (result, 3, 1_700_000_000_000)
+    result.complete(100)
+    assert made.get(0) == RecordMetadata("t", 2, 103, 1_700_000_000_000)
+    before = sys.getrefcount(result)
+    many = [new_future(result, i, 5) for i in range(1000)]
+    assert sys.getrefcount(result) - before == 1000
+    del many
+    assert sys.getrefcount(result) == before
+
+
+def test_the_compiled_future_refuses_a_class_without_the_slots() -> None:
+    class NoSlots:
+        _result = _relative = _timestamp = None
+
+    with pytest.raises(TypeError, match="not an object slot"):
+        speedups.set_future_class(NoSlots)
+    with pytest.raises(TypeError):
+        speedups.set_future_class(42)
+    with pytest.raises(TypeError):
+        speedups.new_future(1, 2)
+    assert type(new_future(ProduceRequestResult(TopicPartition("t", 0)), 0, 0)) is FutureRecordMetadata  # still set
