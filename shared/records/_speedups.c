@@ -10,8 +10,8 @@
  * pure-Python decoder, which names what is wrong. So for any input this gives either exactly what the
  * Python decoder gives, or None.
  *
- * It also holds the producer's record encoder (append_record) and per-record future (new_future), and the
- * bench's byte count (payload_size).
+ * It also holds the producer's record encoder (append_record) and per-record future (new_future), the
+ * broker's record walk for plain records (check_plain) and the bench's byte count (payload_size).
  *
  * The objects are made without running __init__: allocated with the class's tp_alloc and their five
  * slots (offset, timestamp, key, value, headers) stored at the offsets of Record's member descriptors,
@@ -350,6 +350,69 @@ static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
     return PyLong_FromLongLong(total);
 }
 
+/* check_plain(data, start, stop, count) -> the records' max timestamp delta, or None
+ *
+ * The broker's record walk (shared/records/validate.py, check_records) for the common shape: ``count``
+ * records without headers filling data[start:stop] exactly, every field inside its record, length and
+ * offset-delta varints of at most 5 bytes (as Kafka reads 32-bit fields), offset deltas 0..count-1, key
+ * and value lengths >= -1. It accepts only records the Python walk accepts, with the same max delta;
+ * anything else (headers, a damaged record, a timestamp delta beyond 64 bits) gives None and the Python
+ * checks decide and name the fault. */
+static inline int read_varint32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    Py_ssize_t at = *pos;
+    return read_zigzag(b, pos, end, out) && *pos - at <= 5;
+}
+
+static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "check_plain(data, start, stop, count)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    long long count = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int ok = 0;
+    int64_t max_td = INT64_MIN;
+    /* Every record takes at least 7 bytes. */
+    if (start < 0 || stop > view.len || start > stop || count < 1 || count > (stop - start) / 7 + 1)
+        goto done;
+    Py_ssize_t pos = start;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, td, delta, n;
+        if (!read_varint32(b, &pos, stop, &length) || length < 1 || length > stop - pos)
+            goto done;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        pos += 1; /* the unused attributes byte */
+        if (!read_zigzag(b, &pos, end, &td) || !read_varint32(b, &pos, end, &delta) || delta != i)
+            goto done;
+        for (int f = 0; f < 2; f++) { /* key, value */
+            if (!read_varint32(b, &pos, end, &n) || n < -1 || (n > 0 && n > end - pos))
+                goto done;
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+        }
+        if (pos >= end || b[pos] != 0) /* no header count, or headers: the Python walk */
+            goto done;
+        pos += 1;
+        if (pos != end)
+            goto done;
+        if (td > max_td)
+            max_td = td;
+    }
+    ok = pos == stop;
+done:
+    PyBuffer_Release(&view);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(max_td);
+}
+
 /* The producer's per-record future (shared.client.futures.FutureRecordMetadata), made without running
  * __init__: allocated with the class's tp_alloc and its three slots (_result, _relative, _timestamp)
  * stored at the offsets set_future_class() reads once. Calling the Python class cost send() ~0.3 µs. */
@@ -407,6 +470,8 @@ static PyMethodDef methods[] = {
      "set_record_class(Record, NO_HEADERS): the class whose slots decode_plain fills, and the headers value"},
     {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
      "decode_plain(data, start, end, count, base_offset, base_timestamp, log_append_time, cls) -> list | None"},
+    {"check_plain", (PyCFunction)(void (*)(void))check_plain, METH_FASTCALL,
+     "check_plain(data, start, stop, count) -> max timestamp delta of valid plain records, or None"},
     {"set_future_class", set_future_class, METH_O,
      "set_future_class(FutureRecordMetadata): the class whose slots new_future fills"},
     {"new_future", (PyCFunction)(void (*)(void))new_future, METH_FASTCALL,

@@ -290,6 +290,7 @@ def test_the_topic_codec_is_applied_on_append(tmp_path, topic_codec: str, expect
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from shared.records import _speedups as speedups  # noqa: E402
 from shared.records.validate import _vector_check, walk_records  # noqa: E402
 
 header_sets = st.one_of(st.none(), st.just([("trace", b"t")]), st.just([("a", None), ("\u00e9", b"x" * 200)]))
@@ -315,6 +316,48 @@ def test_the_vector_walk_accepts_only_what_the_record_walk_accepts(n, hs, size, 
     assert fast is None or fast == slow
     if not flips and all(k.isascii() for k, _ in hs or []):
         assert fast is not None, "a well-formed batch with ASCII header keys takes the vector path"
+
+
+plain_values = st.one_of(st.none(), st.binary(max_size=300))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**40), 2**41), plain_values, plain_values), min_size=1, max_size=40),
+       st.booleans(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+       st.integers(-1, 1))
+def test_the_compiled_walk_accepts_only_what_the_record_walk_accepts(recs, with_headers, flips, miscount) -> None:
+    """``check_plain`` (the broker's compiled walk of records without headers), whatever bytes it is given:
+    it never accepts a section the record-by-record walk refuses, agrees with it on the max timestamp, and
+    takes every well-formed section without headers."""
+    hs = [("h", b"x")] if with_headers else None
+    section = bytearray(body_of(encode_batch([(TS + td, k, v, hs) for td, k, v in recs])))
+    for at, byte in flips:
+        section[at % len(section)] = byte
+    data, n = bytes(section), len(recs) + miscount
+    fast = speedups.check_plain(data, 0, len(data), n)
+    try:
+        slow = walk_records(data, 0, len(data), n, TS) - TS
+    except (CorruptRecordError, InvalidRecordError, IndexError):
+        assert fast is None, "the compiled walk accepted a section the record walk refuses"
+        return
+    assert fast is None or fast == slow
+    if not flips and not miscount:
+        assert (fast is None) == with_headers, "a well-formed section without headers takes the compiled walk"
+
+
+def test_the_compiled_walk_takes_what_kafka_clients_may_write_and_declines_the_rest() -> None:
+    one = body_of(encode_batch([(TS, b"k", b"v", None), (TS + 5, None, b"w", None)]))
+    assert speedups.check_plain(one, 0, len(one), 2) == 5
+    # a null key written as -1 in two bytes (0x81 0x00): the record walk takes it, so the compiled one does
+    rec = bytes([0, 0, 0, 0x81, 0x00, 2]) + b"v" + bytes([0])
+    two_byte_null = bytes([len(rec) * 2]) + rec
+    assert walk_records(two_byte_null, 0, len(two_byte_null), 1, TS) == TS
+    assert speedups.check_plain(two_byte_null, 0, len(two_byte_null), 1) == 0
+    for data, count in ((one, 1), (one, 3), (one, 0), (one + b"\x00", 2), (one[:-1], 2), (b"", 1)):
+        assert speedups.check_plain(data, 0, len(data), count) is None
+    assert speedups.check_plain(one, 0, len(one) + 1, 2) is None  # bounds outside the buffer: declined
+    assert speedups.check_plain(one, 3, 2, 2) is None
+    assert speedups.check_plain(memoryview(one), 0, len(one), 2) == 5
 
 
 @pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD],
