@@ -25,26 +25,47 @@ static PyTypeObject *record_type = NULL;
 static Py_ssize_t slot_offset[5]; /* offset, timestamp, key, value, headers */
 static PyObject *no_headers = NULL;
 
-static const char *slot_names[5] = {"offset", "timestamp", "key", "value", "headers"};
+static const char *const slot_names[5] = {"offset", "timestamp", "key", "value", "headers"};
+
+/* A fast-call function's argument count and its class, registered once by ``setter``: 0 with TypeError or
+ * RuntimeError set if either is wrong. */
+static int call_ready(Py_ssize_t nargs, Py_ssize_t want, const char *usage, const void *registered, const char *setter) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return 0;
+    }
+    if (registered == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s was not called", setter);
+        return 0;
+    }
+    return 1;
+}
+
+/* The offsets of ``n`` object slots of ``cls`` (its own or inherited: each name's member descriptor), into
+ * ``out``; -1 with TypeError if one is not an object slot. */
+static int slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *out) {
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, names[i]);
+        if (d == NULL)
+            return -1;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            out[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", ((PyTypeObject *)cls)->tp_name, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static PyObject *set_record_class(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *cls, *headers;
-    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &headers))
+    Py_ssize_t offsets[5];
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &cls, &headers) || slot_offsets(cls, slot_names, 5, offsets) < 0)
         return NULL;
-    PyTypeObject *type = (PyTypeObject *)cls;
-    for (int i = 0; i < 5; i++) {
-        PyObject *d = PyDict_GetItemString(type->tp_dict, slot_names[i]); /* borrowed */
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, slot_names[i]);
-            return NULL;
-        }
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, slot_names[i]);
-            return NULL;
-        }
-        slot_offset[i] = m->offset;
-    }
+    memcpy(slot_offset, offsets, sizeof(offsets));
     Py_XSETREF(record_type, (PyTypeObject *)Py_NewRef(cls));
     Py_XSETREF(no_headers, Py_NewRef(headers));
     Py_RETURN_NONE;
@@ -119,39 +140,42 @@ bad:
     return NULL;
 }
 
+/* A records section's arguments (data, start, stop, count) with ``data``'s buffer held in *view: 1 if the
+ * bounds lie in the buffer and can hold ``count`` records (every record takes at least 7 bytes), 0 if not
+ * (the buffer still held), -1 with an error set (no buffer held; also for an error of the caller's own
+ * argument parsing before this call). */
+static int section_args(PyObject *const *args, Py_buffer *view, Py_ssize_t *start, Py_ssize_t *stop, long long *count) {
+    *start = PyLong_AsSsize_t(args[1]);
+    *stop = PyLong_AsSsize_t(args[2]);
+    *count = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred() || PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0)
+        return -1;
+    return !(*start < 0 || *stop > view->len || *start > *stop || *count < 0 || *count > (*stop - *start) / 7 + 1);
+}
+
 static PyObject *decode_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "decode_plain takes 8 arguments");
+    if (!call_ready(nargs, 8, "decode_plain takes 8 arguments", record_type, "set_record_class"))
         return NULL;
-    }
-    if (record_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_record_class was not called");
-        return NULL;
-    }
     PyObject *cls = args[7];
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, record_type)) {
         PyErr_SetString(PyExc_TypeError, "cls must be a Record class");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)cls;
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
-    long long count = PyLong_AsLongLong(args[3]);
     long long base_offset = PyLong_AsLongLong(args[4]);
     long long base_ts = PyLong_AsLongLong(args[5]);
     int log_append = args[6] != Py_None;
     long long append_ts = log_append ? PyLong_AsLongLong(args[6]) : 0;
-    if (PyErr_Occurred())
-        return NULL;
-
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t start, stop;
+    long long count;
+    int fits = section_args(args, &view, &start, &stop, &count);
+    if (fits < 0)
         return NULL;
     const unsigned char *b = (const unsigned char *)view.buf;
     PyObject *result = NULL;
     PyObject *out = NULL;
-    /* Every record takes at least 7 bytes: a count beyond that cannot be valid. */
-    if (start < 0 || stop > view.len || start > stop || count < 0 || count > (stop - start) / 7 + 1)
+    if (!fits)
         goto fallback;
     out = PyList_New((Py_ssize_t)count);
     if (out == NULL)
@@ -368,19 +392,16 @@ static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, P
         PyErr_SetString(PyExc_TypeError, "check_plain(data, start, stop, count)");
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
-    long long count = PyLong_AsLongLong(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    Py_ssize_t start, stop;
+    long long count;
+    int fits = section_args(args, &view, &start, &stop, &count);
+    if (fits < 0)
         return NULL;
     const unsigned char *b = (const unsigned char *)view.buf;
     int ok = 0;
     int64_t max_td = INT64_MIN;
-    /* Every record takes at least 7 bytes. */
-    if (start < 0 || stop > view.len || start > stop || count < 1 || count > (stop - start) / 7 + 1)
+    if (!fits || count < 1)
         goto done;
     Py_ssize_t pos = start;
     for (long long i = 0; i < count; i++) {
@@ -418,27 +439,16 @@ done:
  * stored at the offsets set_future_class() reads once. Calling the Python class cost send() ~0.3 µs. */
 static PyTypeObject *future_type = NULL;
 static Py_ssize_t future_offset[3]; /* _result, _relative, _timestamp */
-static const char *future_slots[3] = {"_result", "_relative", "_timestamp"};
+static const char *const future_slots[3] = {"_result", "_relative", "_timestamp"};
 
 static PyObject *set_future_class(PyObject *Py_UNUSED(self), PyObject *cls) {
+    Py_ssize_t offsets[3];
     if (!PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "set_future_class takes a class");
         return NULL;
     }
-    Py_ssize_t offsets[3];
-    for (int i = 0; i < 3; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, future_slots[i]); /* a slot's member descriptor */
-        if (d == NULL)
-            return NULL;
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", ((PyTypeObject *)cls)->tp_name, future_slots[i]);
-            return NULL;
-        }
-    }
+    if (slot_offsets(cls, future_slots, 3, offsets) < 0)
+        return NULL;
     memcpy(future_offset, offsets, sizeof(offsets));
     Py_XSETREF(future_type, (PyTypeObject *)Py_NewRef(cls));
     Py_RETURN_NONE;
@@ -446,14 +456,8 @@ static PyObject *set_future_class(PyObject *Py_UNUSED(self), PyObject *cls) {
 
 /* new_future(result, relative_offset, timestamp) -> FutureRecordMetadata */
 static PyObject *new_future(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "new_future(result, relative_offset, timestamp)");
+    if (!call_ready(nargs, 3, "new_future(result, relative_offset, timestamp)", future_type, "set_future_class"))
         return NULL;
-    }
-    if (future_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_future_class was not called");
-        return NULL;
-    }
     PyObject *f = future_type->tp_alloc(future_type, 0);
     if (f == NULL)
         return NULL;
