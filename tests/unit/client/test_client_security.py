@@ -84,12 +84,12 @@ class Server:
     def finish(self) -> None:
         """Put the process's principal resolver back; the server is left serving on its daemon thread.
 
-        grpcio's aio server can deadlock in ``stop()`` here: the loop thread calls into grpc's shutdown
-        holding the GIL and waits on a lock that a grpc executor thread holds while it waits for the GIL
-        (``py-spy dump --native``: the loop thread in a futex under ``Server.stop``, a grpc thread in
-        ``pthread_cond_timedwait`` taking the GIL, the test's thread waiting for the GIL). It hung in about
-        one run of this module in five on 6 December, with ``stop(1)`` as with ``stop(None)``. A test
-        server has nothing to flush, so it is not stopped: its port and thread go with the test process."""
+        grpcio's aio server can deadlock in ``stop()`` here (``py-spy dump --native`` of a hung run: the
+        loop thread waiting in a futex inside grpc's shutdown under ``Server.stop``, holding the GIL; a
+        grpc thread and the test's thread both waiting for the GIL). It hung in about one run of this
+        module in five on 6 December, with ``stop(1)`` as with ``stop(None)``, and no timeout can fire
+        while the GIL is held. A test server has nothing to flush, so it is not stopped: its port and
+        thread go with the test process."""
         request_context.set_principal_resolver(request_context.anonymous)
 
 
