@@ -17,7 +17,11 @@ Transactions V2 (KIP-890 part 2, ``client_version`` 2): every EndTxn bumps the p
 (markers carry the bumped epoch), so an EndTxn of an earlier transaction -- its epoch one lower --
 is recognised as a retry only while that transaction is the latest one; once a later one has
 started, it is fenced (KAFKA-17754). V1 keeps the epoch. An exhausted epoch moves the producer to
-a new producer id when the transaction completes (``next_producer_id``).
+a new producer id when the transaction completes (``next_producer_id``). The producer carries on
+with the bumped epoch (or new id) as soon as PrepareCommit/PrepareAbort is written, so its next
+transaction's EndTxn may come while the markers are still being written: it is answered
+CONCURRENT_TRANSACTIONS, commit or abort, and retried (Kafka 4.x checks the pending CompleteCommit/
+CompleteAbort before the epoch, KAFKA-18464/KAFKA-18660), not fenced.
 
 Epochs handed out by InitProducerId: with the producer's own (id, epoch) the epoch is bumped by
 one; without (a new producer instance, which fences the old) by two. So in state Empty, epoch - 1
@@ -173,10 +177,12 @@ class TxnShard:
         retry_bump = v2 and m.producer_id == producer_id and m.producer_epoch == epoch + 1
         retry_overflow = (v2 and m.state in COMPLETED and m.producer_epoch == 0 and m.producer_id != producer_id
                           and m.previous_producer_id == producer_id and is_epoch_exhausted(epoch))
-        if m.producer_id != producer_id and not retry_overflow:
+        # V2, markers still being written: the producer's next transaction ends with what the EndTxn answered
+        next_txn = v2 and m.state in PREPARED and (producer_id, epoch) == _continues_with(m)
+        if m.producer_id != producer_id and not (retry_overflow or next_txn):
             return Decision(txn_id, E.INVALID_PRODUCER_ID_MAPPING,
                             f"producer id {producer_id} is not {m.producer_id} of {txn_id!r}")
-        if not _end_epoch_valid(m, epoch, v2, retry_bump or retry_overflow):
+        if not _end_epoch_valid(m, epoch, v2, retry_bump or retry_overflow, next_txn):
             return Decision(txn_id, E.PRODUCER_FENCED, f"epoch {epoch} of {txn_id!r} is fenced: the transaction is "
                             f"{m.state.kafka_name} at epoch {m.producer_epoch}")
         if txn_id in self.pending:
@@ -186,7 +192,7 @@ class TxnShard:
         if m.state == S.ONGOING:
             return self._prepare(m, commit, client_version, now_ms)
         if m.state in PREPARED:
-            if (m.state == S.PREPARE_COMMIT) == commit:
+            if next_txn or (m.state == S.PREPARE_COMMIT) == commit:  # next_txn: either result waits
                 return _busy(txn_id, m.state)
             return _invalid(m, commit)
         if m.state in COMPLETED:
@@ -350,13 +356,22 @@ def _is_init_retry(m: TxnMetadata, expected: ProducerIdAndEpoch) -> bool:
     return expected == (m.producer_id, m.producer_epoch - 1)
 
 
-def _end_epoch_valid(m: TxnMetadata, epoch: int, v2: bool, retry: bool) -> bool:
+def _continues_with(m: TxnMetadata) -> tuple[int, int]:
+    """The producer id and epoch that the EndTxn which prepared ``m`` (V2) answered: the bumped epoch,
+    or epoch 0 of the next producer id when the epoch ran out."""
+    if m.next_producer_id != NO_PRODUCER_ID:
+        return m.next_producer_id, 0
+    return m.producer_id, m.producer_epoch
+
+
+def _end_epoch_valid(m: TxnMetadata, epoch: int, v2: bool, retry: bool, next_txn: bool = False) -> bool:
     """Transactions V2: the current epoch, or (prepared / completed) the epoch just before it -- a retry
-    of the EndTxn that bumped it. V1: the current epoch only."""
+    of the EndTxn that bumped it. While prepared, the current one is the producer's next transaction
+    (``next_txn``, which also covers the next producer id). V1: the current epoch only."""
     if not v2:
         return epoch == m.producer_epoch
     if m.state in PREPARED:
-        return retry
+        return retry or next_txn
     if m.state in COMPLETED:
         return retry or epoch == m.producer_epoch
     return epoch == m.producer_epoch
