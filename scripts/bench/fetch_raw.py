@@ -6,8 +6,10 @@ process's CPU per MiB received, for one of three ways of calling the broker:
           per direction in grpcio)
   unary   blocking Fetch calls, one at a time (no pipelining, no stream threads)
   aio     FetchStream through grpc.aio on one event loop, four in flight
+  kafka   the broker's Kafka listener as the consumer's default transport uses it (KafkaFetchStream:
+          Kafka's Fetch v11 on a plain socket, one in flight, each at the exact next offset)
 
-    python scripts/bench/fetch_raw.py --data-dir /tmp/bt --topic t --mode stream --mib 1500
+    python scripts/bench/fetch_raw.py --data-dir /tmp/bt --topic t --mode stream|kafka --mib 1500
 
 The topic must hold records already (``tidelog bench produce``); a 1 KiB record is ~1/1000 of a MiB, so
 µs per MiB / 1000 is the gRPC receive cost per 1 KiB record.
@@ -21,9 +23,11 @@ import time
 
 import grpc
 
+from shared.cli.bench_kafka import kafka_bootstrap
 from shared.cli.connect import bootstrap_servers
 from shared.client.cluster import CHANNEL_OPTIONS, BrokerClientStub
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
+from shared.client.kafka_fetch import KafkaFetchStream
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchPartitionView, parse_fetch_response
 from shared.types import TopicPartition
@@ -88,11 +92,26 @@ async def run_aio(addr: str, tp: TopicPartition, end: int, want: int) -> int:
     return got
 
 
+def run_kafka(addr: str, tp: TopicPartition, end: int, want: int) -> int:
+    stream: KafkaFetchStream[None] = KafkaFetchStream(addr, 0, "fetch-raw", 10)
+    stream.connect()
+    got, offset = 0, 0
+    while got < want:
+        stream.fetch([(tp, offset)], None, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20,
+                     partition_max_bytes=1 << 20, isolation_level=0)
+        resp, _ = stream.receive()
+        p = resp.topics[0].partitions[0]
+        got += p.records_size
+        offset = p.next_offset if p.next_offset < end else 0
+    stream.close()
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", required=True, help="a local cluster's data dir (cluster.json)")
     ap.add_argument("--topic", default="t")
-    ap.add_argument("--mode", choices=("stream", "unary", "aio"), default="stream")
+    ap.add_argument("--mode", choices=("stream", "unary", "aio", "kafka"), default="stream")
     ap.add_argument("--mib", type=int, default=1500, help="MiB to receive")
     args = ap.parse_args()
     addr = bootstrap_servers(None, None, args.data_dir).split(",")[0]
@@ -108,6 +127,8 @@ def main() -> None:
         got = run_stream(addr, tp, end, want)
     elif args.mode == "unary":
         got = run_unary(addr, tp, end, want)
+    elif args.mode == "kafka":
+        got = run_kafka(kafka_bootstrap(None, args.data_dir).split(",")[0], tp, end, want)
     else:
         got = asyncio.run(run_aio(addr, tp, end, want))
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -85,7 +85,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         snap = metadata_api.describe(self.api, list(request.topics) or None, ctx)
         resp = pb.MetadataResponse(cluster_id=snap.cluster_id)
         for b in snap.brokers:
-            resp.brokers.append(pb.BrokerNode(id=b.id, address=b.address, rack=b.rack or ""))
+            resp.brokers.append(pb.BrokerNode(id=b.id, address=b.address, rack=b.rack or "", kafka=b.kafka))
         if snap.controller:
             c = snap.controller
             resp.controller.CopyFrom(pb.ControllerNode(id=c["id"], address=c["address"], rest=c.get("rest", ""),

@@ -46,12 +46,12 @@ def consumed_bytes(batch: ConsumerRecords) -> int:
 
 
 def bench_consumer(servers: str, topic: str, client_id: str, fetch_max_bytes: int, max_partition_fetch_bytes: int,
-                   max_poll_records: int, fetch_depth: int, group: str | None) -> Consumer:
+                   max_poll_records: int, fetch_depth: int, group: str | None, fetch_transport: str = "auto") -> Consumer:
     """The consume benches' consumer: subscribed as a member of ``group``, else assigned every partition
     of ``topic`` from the beginning."""
     consumer = Consumer(servers, client_id=client_id, auto_offset_reset="earliest", fetch_max_bytes=fetch_max_bytes,
                         max_partition_fetch_bytes=max_partition_fetch_bytes, max_poll_records=max_poll_records,
-                        fetch_depth=fetch_depth, group_id=group, **client_settings())
+                        fetch_depth=fetch_depth, group_id=group, fetch_transport=fetch_transport, **client_settings())
     if group is not None:
         consumer.subscribe([topic])
     else:
@@ -263,19 +263,21 @@ def _grpc_produce(servers: str, topic: str, records: int, record_size: int, key_
 @click.option("--max-partition-fetch-bytes", type=click.IntRange(1024), default=1 << 20, show_default=True)
 @click.option("--max-poll-records", type=click.IntRange(1), default=500, show_default=True)
 @click.option("--fetch-depth", type=click.IntRange(1), default=4, show_default=True,
-              help="fetches in flight per broker stream")
+              help="fetches in flight per broker stream (gRPC transport)")
+@click.option("--fetch-transport", type=click.Choice(["auto", "grpc"]), default="auto", show_default=True,
+              help="the consumer's fetch_transport: auto fetches over the brokers' Kafka listener when plaintext")
 @click.option("--timeout-ms", type=click.IntRange(1), default=30_000, show_default=True, help="give up when idle this long")
 @click.option("--group", default=None, help="consume as a member of this (new) group instead of assign (joining is timed)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--progress/--no-progress", default=None, help="a progress bar on stderr [default: when stderr is a terminal]")
 @click.option("--client-id", default="tidelog-consumer", show_default=True, help="client.id (quotas apply per client id)")
 @click.option("--metrics", "show_metrics", is_flag=True, help="also print the client's Kafka metrics (metrics())")
-@click.option("--columnar", is_flag=True, help="read Arrow tables with Consumer.poll_arrow (gRPC door only)")
+@click.option("--columnar", is_flag=True, help="read Arrow tables with Consumer.poll_arrow (Tidelog's client only)")
 @_door_options
 @cluster_options
 def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
-                  max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool, progress: bool | None,
-                  client_id: str, show_metrics: bool, columnar: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
+                  max_poll_records: int, fetch_depth: int, fetch_transport: str, timeout_ms: int, group: str | None,
+                  as_json: bool, progress: bool | None, client_id: str, show_metrics: bool, columnar: bool, door: str, kafka: bool, kafka_bootstrap_servers: str | None,
                   bootstrap: str | None, rest: str | None, data_dir: str) -> None:
     """Read RECORDS records from the beginning of TOPIC (every partition), decoding each one (--kafka: with
     confluent-kafka through the Kafka listener; --door both: one after the other)."""
@@ -288,7 +290,7 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
         if columnar:
             from shared.cli.bench_columnar_consume import run as consume
         consume(servers, topic, records, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
-                fetch_depth, timeout_ms, group, as_json, progress, client_id, show_metrics, cpu)
+                fetch_depth, timeout_ms, group, as_json, progress, client_id, show_metrics, cpu, fetch_transport)
     if door in ("kafka", "both"):
         kafka_servers = bench_kafka.kafka_bootstrap(kafka_bootstrap_servers, data_dir)
         cpu = bench_kafka.BrokerCpu(data_dir)
@@ -303,9 +305,10 @@ def bench_consume(topic: str, records: int, fetch_max_bytes: int, max_partition_
 
 def _grpc_consume(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
                   max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool,
-                  progress: bool | None, client_id: str, show_metrics: bool, cpu: bench_kafka.BrokerCpu) -> None:
+                  progress: bool | None, client_id: str, show_metrics: bool, cpu: bench_kafka.BrokerCpu,
+                  fetch_transport: str = "auto") -> None:
     consumer = bench_consumer(servers, topic, client_id, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
-                              fetch_depth, group)
+                              fetch_depth, group, fetch_transport)
     bar = progress_bar(records, progress)
     n = 0
     nbytes = 0

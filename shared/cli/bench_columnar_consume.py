@@ -25,7 +25,7 @@ def _bytes(table: Any) -> int:
 
 def run(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partition_fetch_bytes: int,
         max_poll_records: int, fetch_depth: int, timeout_ms: int, group: str | None, as_json: bool,
-        progress: bool | None, client_id: str, show_metrics: bool, cpu: Any) -> None:
+        progress: bool | None, client_id: str, show_metrics: bool, cpu: Any, fetch_transport: str = "auto") -> None:
     """Read ``records`` records from the start of ``topic`` with ``poll_arrow`` and report as ``bench consume``.
 
     ``cpu`` is the ``bench_kafka.BrokerCpu`` the caller started (stopped here when the last record is read).
@@ -39,7 +39,7 @@ def run(servers: str, topic: str, records: int, fetch_max_bytes: int, max_partit
     )
 
     consumer = bench_consumer(servers, topic, client_id, fetch_max_bytes, max_partition_fetch_bytes, max_poll_records,
-                              fetch_depth, group)
+                              fetch_depth, group, fetch_transport)
     bar = progress_bar(records, progress)
     n = 0
     nbytes = 0

@@ -54,6 +54,7 @@ class PartitionInfo:
 @dataclass
 class Snapshot:
     brokers: dict[int, str] = field(default_factory=dict)
+    kafka: dict[int, str] = field(default_factory=dict)  # broker -> its Kafka listener's host:port
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
     controller_rest: str = ""
@@ -187,6 +188,7 @@ class ClusterClient:
                 continue
             snap = Snapshot(
                 brokers={b.id: b.address for b in resp.brokers},
+                kafka={b.id: b.kafka for b in resp.brokers if b.kafka},
                 controller_rest=resp.controller.rest,
                 cluster_id=resp.cluster_id,
                 fetched_at=time.monotonic(),

@@ -32,6 +32,7 @@ from shared.client.cluster import ClusterClient
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
 from shared.client.group_member import ConsumerRebalanceListener, GroupMember
 from shared.client.grpc_calls import forget_traceback
+from shared.client.kafka_fetch import KafkaFetchError, KafkaFetchResponse, KafkaFetchStream
 from shared.client.security import client_security
 from shared.client.transactions import ConsumerGroupMetadata
 from shared.errors import (
@@ -327,13 +328,20 @@ def _committed_only(data: bytes, batches: deque[tuple[int, BatchHeader]],
                  if keep.keep(h, marker_type(data, pos, h) if h.is_control else None))
 
 
+#: A leader's fetch stream: pipelined gRPC, or Kafka's Fetch on the broker's Kafka listener
+FetchStream = PipelinedFetchStream[dict[TopicPartition, int]] | KafkaFetchStream[dict[TopicPartition, int]]
+
+#: How long a broker whose Kafka listener could not be reached is fetched from over gRPC instead
+KAFKA_FALLBACK_S = 60.0
+
+
 class _LeaderFetch:
-    """The consumer's pipelined stream to one leader, and the partitions it has positioned there
-    (partition -> the generation whose fetch position the broker holds for this stream)."""
+    """The consumer's fetch stream to one leader, and the partitions it has positioned there
+    (partition -> the generation whose fetch position the broker holds for this stream; gRPC only)."""
 
     __slots__ = ("stream", "synced", "idle", "throttled_until", "reader")
 
-    def __init__(self, stream: PipelinedFetchStream[dict[TopicPartition, int]]) -> None:
+    def __init__(self, stream: FetchStream) -> None:
         self.stream = stream
         self.reader: threading.Thread | None = None
         self.synced: dict[TopicPartition, int] = {}
@@ -390,11 +398,14 @@ class Consumer:
         ssl_cafile: str | None = None,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        fetch_transport: str = "auto",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be 'earliest', 'latest' or 'none'")
         if isolation_level not in ISOLATION_LEVELS:
             raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
+        if fetch_transport not in ("auto", "grpc"):
+            raise ValueError("fetch_transport must be 'auto' or 'grpc'")
         #: Kafka's isolation.level: read_committed reads up to the last stable offset, without aborted records
         self.isolation_level = isolation_level
         tune_allocator()
@@ -404,6 +415,11 @@ class Consumer:
         security = client_security(security_protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password,
                                    ssl_cafile, ssl_certfile, ssl_keyfile)
         self.cluster = ClusterClient(bootstrap_servers, client_id, request_timeout_ms, security=security)
+        #: fetch_transport "auto": a plaintext consumer fetches records over a broker's Kafka listener
+        #: when it has one (shared.client.kafka_fetch: a fifth of gRPC's receive cost); "grpc": always
+        #: over gRPC. Everything else (metadata, groups, offsets) is gRPC either way.
+        self.fetch_transport = "kafka" if fetch_transport == "auto" and security is None else "grpc"
+        self._kafka_down: dict[int, float] = {}  # broker -> until when its Kafka listener is not tried
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.stats = ConsumerStats()
@@ -858,6 +874,11 @@ class Consumer:
                 log.debug("fetch stream to broker %d is silent; reopening", leader)
                 lf.stream.close()  # e.g. a paused broker; the reader thread ends
                 del self._streams[leader]
+                # As Kafka's consumer after a request timeout: ask for metadata again. A paused leader
+                # has usually been replaced by now, and its socket still accepts connections, so
+                # without this the consumer would keep fetching from it until metadata.max.age.ms.
+                self._metadata_wanted = True
+                self._fetcher_wakeup.notify()
         for leader, parts in self._fetchable().items():
             if leader < 0:
                 continue
@@ -865,15 +886,21 @@ class Consumer:
             if lf is not None and lf.throttled_until > now:
                 continue  # over a quota on that broker: send it nothing until the pause ends
             if lf is None:
-                stub = self.cluster.connected_stub(leader)
-                if stub is None:
+                stream = self._new_stream(leader, now)
+                if stream is None:
                     self._wanted_leaders.add(leader)
                     self._fetcher_wakeup.notify()
                     continue
-                lf = self._streams[leader] = _LeaderFetch(PipelinedFetchStream(stub, leader))
+                lf = self._streams[leader] = _LeaderFetch(stream)
                 lf.reader = threading.Thread(target=self._read_stream, args=(lf,),
                                              name=f"tidelog-consumer-stream-{leader}", daemon=True)
                 lf.reader.start()
+            if not lf.stream.pipelined:
+                # Kafka's Fetch: each request names the exact positions, so one at a time; the next
+                # goes out as the response arrives (_handle_fetch pumps), while poll() decodes it.
+                if not lf.stream.in_flight and all(st.buffered < self.prefetch_bytes for _, st in parts):
+                    self._send(lf, parts, incremental=False)
+                continue
             if any(lf.synced.get(tp) != st.generation for tp, st in parts):
                 if lf.stream.in_flight:
                     continue  # let the stream drain, then position it exactly
@@ -889,9 +916,24 @@ class Consumer:
                 self._send(lf, parts, incremental=True, max_wait_ms=0 if lf.stream.in_flight else None)
                 ahead += self.max_partition_fetch_bytes
 
+    def _new_stream(self, leader: int, now: float) -> FetchStream | None:
+        """A fetch stream to ``leader`` (lock held: nothing is dialled here), or None until the fetcher
+        thread has a gRPC channel to it. The Kafka stream connects in its reader thread."""
+        kafka = self.cluster.snapshot.kafka.get(leader) if self.fetch_transport == "kafka" else None
+        if kafka and self._kafka_down.get(leader, 0.0) <= now:
+            return KafkaFetchStream(kafka, leader, self.client_id, min(self.request_timeout_s, 10.0))
+        stub = self.cluster.connected_stub(leader)
+        return None if stub is None else PipelinedFetchStream(stub, leader)
+
     def _send(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]], incremental: bool,
               max_wait_ms: int | None = None) -> None:
         wait = self.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
+        if isinstance(lf.stream, KafkaFetchStream):
+            lf.stream.fetch([(tp, st.fetch_position or 0) for tp, st in parts], {tp: st.generation for tp, st in parts},
+                            max_wait_ms=wait, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                            partition_max_bytes=self.max_partition_fetch_bytes,
+                            isolation_level=ISOLATION_LEVELS[self.isolation_level])
+            return
         req = fetch_request(((tp, st.fetch_position or 0) for tp, st in parts), max_wait_ms=wait,
                             min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                             partition_max_bytes=self.max_partition_fetch_bytes, incremental=incremental,
@@ -900,12 +942,21 @@ class Consumer:
 
     def _read_stream(self, lf: _LeaderFetch) -> None:
         try:
+            if isinstance(lf.stream, KafkaFetchStream):
+                lf.stream.connect()
             while not self._closed and not lf.stream.closed:
                 resp, sent = lf.stream.receive()
                 self._handle_fetch(lf, resp, sent)
-        except (grpc.RpcError, StopIteration) as exc:
+        except (grpc.RpcError, StopIteration, KafkaFetchError) as exc:
             forget_traceback(exc)
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            if isinstance(exc, KafkaFetchError):  # as a gRPC call: cancelled by close(), else failed
+                code = grpc.StatusCode.CANCELLED if lf.stream.closed else grpc.StatusCode.UNAVAILABLE
+                if isinstance(lf.stream, KafkaFetchStream) and lf.stream.connect_failed:
+                    broker = lf.stream.broker
+                    (log.debug if broker in self._kafka_down else log.warning)(  # warned once per broker
+                        "fetching from broker %d over gRPC for %.0f s: %s", broker, KAFKA_FALLBACK_S, exc)
+                    self._kafka_down[broker] = time.monotonic() + KAFKA_FALLBACK_S
             with self._lock:
                 if self._streams.get(lf.stream.broker) is lf:
                     del self._streams[lf.stream.broker]
@@ -920,7 +971,8 @@ class Consumer:
                         self.cluster.forget(addr)
             self._refresh_soon()
 
-    def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView, sent: dict[TopicPartition, int]) -> None:
+    def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView | KafkaFetchResponse,
+                      sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
             if resp.throttle_time_ms > 0:

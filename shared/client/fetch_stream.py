@@ -50,6 +50,8 @@ class PipelinedFetchStream(Generic[M]):
     Not thread-safe on its own: one thread sends (or sends under the caller's lock) and one receives.
     """
 
+    pipelined = True
+
     def __init__(self, stub: BrokerClientStub, broker: int) -> None:
         self.broker = broker
         self._requests: queue.SimpleQueue[pb.FetchRequest | None] = queue.SimpleQueue()

@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class BrokerNode(_message.Message):
-    __slots__ = ("id", "address", "rack")
+    __slots__ = ("id", "address", "rack", "kafka")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_FIELD_NUMBER: _ClassVar[int]
     id: int
     address: str
     rack: str
-    def __init__(self, id: _Optional[int] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ...) -> None: ...
+    kafka: str
+    def __init__(self, id: _Optional[int] = ..., address: _Optional[str] = ..., rack: _Optional[str] = ..., kafka: _Optional[str] = ...) -> None: ...
 
 class ControllerNode(_message.Message):
     __slots__ = ("id", "address", "rest", "epoch")

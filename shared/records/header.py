@@ -251,13 +251,18 @@ def whole_batch_size(buf: bytes | bytearray | memoryview, pos: int, end: int) ->
 
 def next_offset_after(buf: bytes | bytearray | memoryview, default: int) -> int:
     """The offset after the last whole batch in ``buf`` (``default`` when it holds none). No CRC check."""
-    pos = 0
-    end = len(buf)
+    return next_offset_within(buf, 0, len(buf), default)[0]
+
+
+def next_offset_within(buf: bytes | bytearray | memoryview, start: int, stop: int, default: int) -> tuple[int, int]:
+    """``(offset after the last whole batch, where that batch ends)`` in ``buf[start:stop]``; ``(default,
+    start)`` when it holds no whole batch. No CRC check."""
+    pos = start
     nxt = default
-    while (size := whole_batch_size(buf, pos, end)) is not None:
+    while (size := whole_batch_size(buf, pos, stop)) is not None:
         nxt = _INT64.unpack_from(buf, pos)[0] + _INT32.unpack_from(buf, pos + _LAST_DELTA_OFFSET)[0] + 1
         pos += size
-    return nxt
+    return nxt, pos
 
 
 def cut_below(data: bytes, limit: int) -> bytes | memoryview:
