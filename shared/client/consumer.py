@@ -420,6 +420,7 @@ class Consumer:
         #: over gRPC. Everything else (metadata, groups, offsets) is gRPC either way.
         self.fetch_transport = "kafka" if fetch_transport == "auto" and security is None else "grpc"
         self._kafka_down: dict[int, float] = {}  # broker -> until when its Kafka listener is not tried
+        self._kafka_warned: set[int] = set()  # brokers whose listener failure was logged as a warning
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.stats = ConsumerStats()
@@ -870,6 +871,10 @@ class Consumer:
         for leader, lf in list(self._streams.items()):
             if lf.stream.closed:
                 del self._streams[leader]
+            elif self._kafka_down.get(leader, now + 1) <= now and not isinstance(lf.stream, KafkaFetchStream):
+                del self._kafka_down[leader]  # the fallback is over: try the Kafka listener again
+                lf.stream.close()  # (what it had in flight is dropped: positions move only as responses are filed)
+                del self._streams[leader]
             elif lf.stream.in_flight and now - lf.stream.last_activity > stale:
                 log.debug("fetch stream to broker %d is silent; reopening", leader)
                 lf.stream.close()  # e.g. a paused broker; the reader thread ends
@@ -921,7 +926,8 @@ class Consumer:
         thread has a gRPC channel to it. The Kafka stream connects in its reader thread."""
         kafka = self.cluster.snapshot.kafka.get(leader) if self.fetch_transport == "kafka" else None
         if kafka and self._kafka_down.get(leader, 0.0) <= now:
-            return KafkaFetchStream(kafka, leader, self.client_id, min(self.request_timeout_s, 10.0))
+            return KafkaFetchStream(kafka, leader, self.client_id, min(self.request_timeout_s, 10.0),
+                                    2 * self.fetch_max_bytes + (16 << 20))  # KIP-74: one batch may exceed it
         stub = self.cluster.connected_stub(leader)
         return None if stub is None else PipelinedFetchStream(stub, leader)
 
@@ -952,11 +958,8 @@ class Consumer:
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
             if isinstance(exc, KafkaFetchError):  # as a gRPC call: cancelled by close(), else failed
                 code = grpc.StatusCode.CANCELLED if lf.stream.closed else grpc.StatusCode.UNAVAILABLE
-                if isinstance(lf.stream, KafkaFetchStream) and lf.stream.connect_failed:
-                    broker = lf.stream.broker
-                    (log.debug if broker in self._kafka_down else log.warning)(  # warned once per broker
-                        "fetching from broker %d over gRPC for %.0f s: %s", broker, KAFKA_FALLBACK_S, exc)
-                    self._kafka_down[broker] = time.monotonic() + KAFKA_FALLBACK_S
+                if code == grpc.StatusCode.UNAVAILABLE:
+                    self._kafka_failed(lf, exc)
             with self._lock:
                 if self._streams.get(lf.stream.broker) is lf:
                     del self._streams[lf.stream.broker]
@@ -971,10 +974,29 @@ class Consumer:
                         self.cluster.forget(addr)
             self._refresh_soon()
 
+    def _kafka_failed(self, lf: _LeaderFetch, exc: KafkaFetchError) -> None:
+        """A Kafka fetch stream failed (reader thread, no lock). If it never got an answer while the
+        broker's gRPC door does answer, the listener is what fails (a port not published, a listener that
+        drops connections): fetch from that broker over gRPC for ``KAFKA_FALLBACK_S``. A broker that is
+        down altogether is left to the usual retries."""
+        stream = lf.stream
+        if not isinstance(stream, KafkaFetchStream) or stream.answered:
+            return
+        address = self.cluster.snapshot.brokers.get(stream.broker)
+        if address is None or not tcp_reachable(address):
+            return
+        (log.debug if stream.broker in self._kafka_warned else log.warning)(  # warned once per broker
+            "fetching from broker %d over gRPC for %.0f s: %s", stream.broker, KAFKA_FALLBACK_S, exc)
+        with self._lock:
+            self._kafka_warned.add(stream.broker)
+            self._kafka_down[stream.broker] = time.monotonic() + KAFKA_FALLBACK_S
+
     def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView | KafkaFetchResponse,
                       sent: dict[TopicPartition, int]) -> None:
         refresh = False
         with self._lock:
+            if isinstance(lf.stream, KafkaFetchStream):
+                lf.stream.done()  # filed below, under this lock: the next fetch may be sent
             if resp.throttle_time_ms > 0:
                 lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
                 self.throttled_responses += 1

@@ -17,7 +17,12 @@ request, ``next_offset`` after the last whole batch), so the consumer handles bo
 
 The socket is opened by the thread that receives (``connect()``), never under the consumer's lock; a
 request sent before that waits in the stream. Any socket or framing failure raises ``KafkaFetchError``
-and ends the stream, as a failed gRPC call does.
+and ends the stream, as a failed gRPC call does; ``answered`` says whether any response came first
+(a listener that accepts and then drops every connection never answers).
+
+A received response still counts as in flight until the caller calls ``done()`` (the consumer does, under
+its lock, as it files the response): otherwise another thread could send the next fetch at the
+positions the response is about to move.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ M = TypeVar("M")
 API_KEY = 1
 VERSION = 11  # the last version before flexible encoding; has log_start_offset and sessions
 FINAL_EPOCH = -1  # a sessionless full fetch (KIP-227)
-MAX_RESPONSE_BYTES = 256 << 20  # a frame larger than this is not a fetch response we asked for
+MAX_RESPONSE_BYTES = 256 << 20  # at least; a frame larger than the stream's limit is not an answer to it
 
 _HEADER = struct.Struct(">ihhih")  # size, api_key, api_version, correlation_id, client_id length
 _BODY = struct.Struct(">iiiibiii")  # replica_id .. session_epoch, topic count
@@ -172,8 +177,10 @@ class KafkaFetchStream(Generic[M]):
 
     pipelined = False
 
-    def __init__(self, address: str, broker: int, client_id: str, connect_timeout_s: float) -> None:
+    def __init__(self, address: str, broker: int, client_id: str, connect_timeout_s: float,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.address = address
+        self.max_response_bytes = max(max_response_bytes, MAX_RESPONSE_BYTES)
         self.broker = broker
         self.client_id = client_id.encode()
         self.connect_timeout_s = connect_timeout_s
@@ -182,6 +189,8 @@ class KafkaFetchStream(Generic[M]):
         self._file = None
         self._outbox: list[bytes] = []  # requests sent before the socket was open
         self._pending: deque[tuple[int, dict[TopicPartition, int], M]] = deque()
+        self._unfiled = 0  # responses received and not yet ``done()``
+        self.answered = False
         self._correlation = 0
         self.last_activity = time.monotonic()
         self.closed = False
@@ -189,7 +198,12 @@ class KafkaFetchStream(Generic[M]):
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + self._unfiled
+
+    def done(self) -> None:
+        """The last response ``receive()`` returned is filed: the next fetch may leave."""
+        with self._lock:
+            self._unfiled = max(0, self._unfiled - 1)
 
     def connect(self) -> None:
         """Open the socket and send what is waiting (the receiving thread, without the consumer's lock)."""
@@ -201,6 +215,7 @@ class KafkaFetchStream(Generic[M]):
             raise KafkaFetchError(f"cannot connect to the Kafka listener {self.address}: {exc}") from None
         sock.settimeout(None)  # a silent broker is noticed by the consumer, which closes the stream
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        failed: OSError | None = None
         with self._lock:
             if self.closed:
                 sock.close()
@@ -209,10 +224,13 @@ class KafkaFetchStream(Generic[M]):
             self._file = sock.makefile("rb", buffering=1 << 16)  # reads of a whole frame go straight into its bytes
             outbox, self._outbox = self._outbox, []
             try:
-                for request in outbox:
+                for request in outbox:  # under the lock: nothing may overtake them
                     sock.sendall(request)
             except OSError as exc:
-                raise KafkaFetchError(f"send to {self.address} failed: {exc}") from None
+                failed = exc
+        if failed is not None:
+            self._release()
+            raise KafkaFetchError(f"send to {self.address} failed: {failed}")
 
     def fetch(self, partitions: list[tuple[TopicPartition, int]], meta: M, *, max_wait_ms: int, min_bytes: int,
               max_bytes: int, partition_max_bytes: int, isolation_level: int) -> None:
@@ -235,7 +253,24 @@ class KafkaFetchStream(Generic[M]):
                 self._shutdown()  # the receiving thread sees the connection end and reports it
 
     def receive(self) -> tuple[KafkaFetchResponse, M]:
-        """The next response (blocking); raises ``KafkaFetchError`` when the connection ends or fails."""
+        """The next response (blocking); raises ``KafkaFetchError`` when the connection ends or fails
+        (the stream is then over, and its socket released). Call ``done()`` once it is filed."""
+        try:
+            frame = self._read_frame()
+            with self._lock:
+                if not self._pending:
+                    raise KafkaFetchError(f"{self.address} answered a fetch that was not asked")
+                corr, offsets, meta = self._pending.popleft()
+                self._unfiled += 1
+                self.last_activity = time.monotonic()
+            resp = parse_fetch(frame, corr, offsets)
+        except KafkaFetchError:
+            self._release()
+            raise
+        self.answered = True
+        return resp, meta
+
+    def _read_frame(self) -> bytes:
         f = self._file
         if f is None or self.closed:
             raise KafkaFetchError("closed")
@@ -244,19 +279,21 @@ class KafkaFetchStream(Generic[M]):
             if len(head) < 4:
                 raise KafkaFetchError(f"{self.address} closed the connection")
             (size,) = _INT32.unpack(head)
-            if not 0 < size <= MAX_RESPONSE_BYTES:
+            if not 0 < size <= self.max_response_bytes:
                 raise KafkaFetchError(f"frame of {size} bytes from {self.address}")
             frame = f.read(size)
         except (OSError, ValueError) as exc:  # ValueError: the file was closed under the read
             raise KafkaFetchError(f"receive from {self.address} failed: {exc}") from None
         if len(frame) < size:
             raise KafkaFetchError(f"{self.address} closed the connection")
+        return frame
+
+    def _release(self) -> None:
+        """The receiving thread's last act: close the buffered reader (it holds the socket's descriptor)."""
         with self._lock:
-            if not self._pending:
-                raise KafkaFetchError(f"{self.address} answered a fetch that was not asked")
-            corr, offsets, meta = self._pending.popleft()
-            self.last_activity = time.monotonic()
-        return parse_fetch(frame, corr, offsets), meta
+            f, self._file = self._file, None
+        if f is not None:
+            f.close()
 
     def _shutdown(self) -> None:
         if self._sock is not None:

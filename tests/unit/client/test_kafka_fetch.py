@@ -3,11 +3,14 @@ request as the broker's Kafka door reads it, the response as that door writes it
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.client.kafka_fetch import KafkaFetchError, encode_fetch, parse_fetch
+from shared.client.kafka_fetch import KafkaFetchError, KafkaFetchStream, encode_fetch, parse_fetch
 from shared.errors import ErrorCode
 from shared.kafka.messages import api, build, encode_response, read_request
 from shared.records.builder import encode_batch
@@ -105,3 +108,62 @@ def test_next_offset_after_whole_batches(batches: list[tuple[int, int]], cut: in
         assert p.error_code == ErrorCode.MESSAGE_TOO_LARGE
     else:
         assert (p.records_size, p.next_offset, p.error_code) == (0, 0, 0)
+
+
+def _serve(replies: list[bytes]) -> tuple[str, threading.Thread]:
+    """A socket on 127.0.0.1 that reads one request per reply and writes the reply, then closes."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = srv.accept()
+        with conn, srv:
+            for reply in replies:
+                size = int.from_bytes(conn.recv(4, socket.MSG_WAITALL), "big")
+                conn.recv(size, socket.MSG_WAITALL)
+                conn.sendall(reply)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return f"127.0.0.1:{srv.getsockname()[1]}", t
+
+
+def test_stream_counts_a_response_in_flight_until_filed() -> None:
+    reply = _response(1, [("t", [_part(0, _batch(5, 3))])])
+    address, t = _serve([len(reply).to_bytes(4, "big") + reply])
+    stream: KafkaFetchStream[str] = KafkaFetchStream(address, 1, "c", 5)
+    tp = TopicPartition("t", 0)
+    stream.fetch([(tp, 5)], "meta", max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partition_max_bytes=1 << 20,
+                 isolation_level=0)  # before connect: waits in the stream
+    stream.connect()
+    resp, meta = stream.receive()
+    assert meta == "meta" and stream.answered
+    (p,) = resp.topics[0].partitions
+    assert (p.fetch_offset, p.next_offset) == (5, 8)
+    assert stream.in_flight == 1  # received, not yet filed: no fetch may leave at the old positions
+    stream.done()
+    assert stream.in_flight == 0
+    with pytest.raises(KafkaFetchError, match="closed the connection"):
+        stream.receive()  # the server is gone
+    stream.close()
+    t.join(5)
+
+
+def test_stream_refuses_an_oversized_frame_and_a_silent_close() -> None:
+    address, t = _serve([(1 << 30).to_bytes(4, "big")])
+    stream: KafkaFetchStream[None] = KafkaFetchStream(address, 1, "c", 5)
+    stream.connect()
+    stream.fetch([(TopicPartition("t", 0), 0)], None, max_wait_ms=0, min_bytes=1, max_bytes=1024,
+                 partition_max_bytes=1024, isolation_level=0)
+    with pytest.raises(KafkaFetchError, match="frame of 1073741824 bytes"):
+        stream.receive()
+    assert not stream.answered
+    stream.close()
+    t.join(5)
+    address, t = _serve([])  # accepts, then closes without a word
+    stream = KafkaFetchStream(address, 1, "c", 5)
+    stream.connect()
+    with pytest.raises(KafkaFetchError):
+        stream.receive()
+    assert not stream.answered
+    stream.close()
+    t.join(5)
