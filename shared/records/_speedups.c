@@ -11,7 +11,8 @@
  * Python decoder gives, or None.
  *
  * It also holds the producer's record encoder (append_record) and per-record future (new_future), the
- * broker's record walk for plain records (check_plain) and the bench's byte count (payload_size).
+ * broker's record walk for plain records (check_plain), the columnar decode's field reader and value copy
+ * (plain_fields, gather) and the bench's byte count (payload_size).
  *
  * The objects are made without running __init__: allocated with the class's tp_alloc and their five
  * slots (offset, timestamp, key, value, headers) stored at the offsets of Record's member descriptors,
@@ -434,6 +435,127 @@ done:
     return PyLong_FromLongLong(max_td);
 }
 
+/* plain_fields(data, start, stop, count, out) -> bool
+ *
+ * The consumer's columnar decode (shared/records/positions.py, record_positions) for records without
+ * headers: for each of the ``count`` records filling data[start:stop] exactly, six int64 are written to
+ * ``out`` (a writable buffer of at least count * 6 of them, as six rows of ``count``): timestamp delta,
+ * offset delta, key start, key length, value start, value length (-1: null). False, with ``out`` partly
+ * written, for anything else -- headers, a length or delta that does not fit, a field past its record, a
+ * negative offset delta, a byte after the last record -- and the numpy or record-by-record decoders
+ * decide and name the fault, as before. */
+static PyObject *plain_fields(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "plain_fields(data, start, stop, count, out)");
+        return NULL;
+    }
+    Py_buffer view, outv;
+    Py_ssize_t start, stop;
+    long long count;
+    int fits = section_args(args, &view, &start, &stop, &count);
+    if (fits < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[4], &outv, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int ok = 0;
+    if (!fits || count < 1 || outv.len < (Py_ssize_t)(count * 6 * (long long)sizeof(int64_t)))
+        goto done;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    int64_t *row = (int64_t *)outv.buf;
+    Py_ssize_t pos = start;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, td, delta, n;
+        if (!read_varint32(b, &pos, stop, &length) || length < 1 || length > stop - pos)
+            goto done;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        pos += 1; /* the unused attributes byte */
+        if (!read_zigzag(b, &pos, end, &td) || !read_varint32(b, &pos, end, &delta) || delta < 0)
+            goto done;
+        row[i] = td;
+        row[count + i] = delta;
+        for (int f = 0; f < 2; f++) { /* key, value */
+            if (!read_varint32(b, &pos, end, &n) || n < -1 || (n > 0 && n > end - pos))
+                goto done;
+            row[(2 + 2 * f) * count + i] = pos;
+            row[(3 + 2 * f) * count + i] = n;
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+        }
+        if (pos >= end || b[pos] != 0) /* no header count, or headers */
+            goto done;
+        pos += 1;
+        if (pos != end)
+            goto done;
+    }
+    ok = pos == stop;
+done:
+    PyBuffer_Release(&outv);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+/* gather(src, starts, ends, out, at) -> at + the bytes copied
+ *
+ * The Arrow path's value copy (shared/records/arrow.py, binary_column_of): src[starts[i]:ends[i]] for each
+ * i, one after the other into ``out`` from ``at`` (starts and ends: int64 buffers of one length). A span
+ * outside src, or more bytes than ``out`` holds, is a ValueError and nothing is promised of ``out``. */
+static PyObject *gather(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "gather(src, starts, ends, out, at)");
+        return NULL;
+    }
+    Py_ssize_t at = PyLong_AsSsize_t(args[4]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer src, sv, ev, out;
+    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &sv, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &ev, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&sv);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&ev);
+        PyBuffer_Release(&sv);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    const char *why = NULL;
+    if (sv.len != ev.len || sv.len % (Py_ssize_t)sizeof(int64_t) || at < 0 || at > out.len)
+        why = "gather: starts and ends must be int64 buffers of one length, and at inside out";
+    Py_ssize_t n = sv.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
+    const char *from = (const char *)src.buf;
+    char *to = (char *)out.buf;
+    for (Py_ssize_t i = 0; i < n && why == NULL; i++) {
+        int64_t a = st[i], b = en[i];
+        if (a < 0 || b < a || b > src.len)
+            why = "gather: a span lies outside src";
+        else if (b - a > out.len - at)
+            why = "gather: out is too small";
+        else {
+            memcpy(to + at, from + a, (size_t)(b - a));
+            at += (Py_ssize_t)(b - a);
+        }
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&ev);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&src);
+    if (why != NULL) {
+        PyErr_SetString(PyExc_ValueError, why);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(at);
+}
+
 /* The producer's per-record future (shared.client.futures.FutureRecordMetadata), made without running
  * __init__: allocated with the class's tp_alloc and its three slots (_result, _relative, _timestamp)
  * stored at the offsets set_future_class() reads once. Calling the Python class cost send() ~0.3 µs. */
@@ -476,6 +598,10 @@ static PyMethodDef methods[] = {
      "decode_plain(data, start, end, count, base_offset, base_timestamp, log_append_time, cls) -> list | None"},
     {"check_plain", (PyCFunction)(void (*)(void))check_plain, METH_FASTCALL,
      "check_plain(data, start, stop, count) -> max timestamp delta of valid plain records, or None"},
+    {"plain_fields", (PyCFunction)(void (*)(void))plain_fields, METH_FASTCALL,
+     "plain_fields(data, start, stop, count, out) -> whether out holds the fields of plain records"},
+    {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
+     "gather(src, starts, ends, out, at) -> at + bytes copied: the spans of src one after the other in out"},
     {"set_future_class", set_future_class, METH_O,
      "set_future_class(FutureRecordMetadata): the class whose slots new_future fills"},
     {"new_future", (PyCFunction)(void (*)(void))new_future, METH_FASTCALL,

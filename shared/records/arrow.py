@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from shared.records.columns import Columns
+from shared.records.compiled import speedups
 from shared.records.positions import RecordPositions
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -87,7 +88,7 @@ def binary_column_of(bufs: Sequence[bytes], spans: Sequence[tuple[int, np.ndarra
     validity = None if null is None else pa.py_buffer(np.packbits(~null, bitorder="little"))
     null_count = 0 if null is None else int(null.sum())
     n = sum(len(s) for _, s, _ in spans)
-    copied = _copy_runs(bufs, spans, n)
+    copied = _gather(bufs, spans, n) if _compiled_gather is not None else _copy_runs(bufs, spans, n)
     if copied is not None:
         offsets, data = copied
         return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
@@ -97,6 +98,28 @@ def binary_column_of(bufs: Sequence[bytes], spans: Sequence[tuple[int, np.ndarra
     view = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), *map(pa.py_buffer, bufs)],
                                  null_count=null_count)
     return view.cast(pa.binary())
+
+
+#: The compiled value copy (``_speedups.c``: ``gather``), None where the extension is not built (the tests
+#: set it to None to run the numpy copies)
+_compiled_gather = getattr(speedups, "gather", None)
+
+
+def _gather(bufs: Sequence[bytes], spans: Sequence[tuple[int, np.ndarray, np.ndarray]],
+            n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Arrow binary offsets and data for the spans, each value copied by ``memcpy`` in C."""
+    assert _compiled_gather is not None
+    offsets = np.zeros(n + 1, np.int64)
+    lengths = [e - s for _, s, e in spans]
+    np.cumsum(lengths[0] if len(lengths) == 1 else np.concatenate(lengths), out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 1 << 31:
+        return None
+    data = np.empty(total, np.uint8)
+    at = 0
+    for i, s, e in spans:
+        at = _compiled_gather(bufs[i], np.ascontiguousarray(s, np.int64), np.ascontiguousarray(e, np.int64), data, at)
+    return offsets.astype(np.int32), data
 
 
 #: Copy runs by strides when there are at most one run per this many values.

@@ -12,7 +12,14 @@ import numpy as np
 from shared.errors import CorruptRecordError
 from shared.records.decoder import decode_headers
 from shared.records.header import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, BatchHeader
-from shared.records.positions import RecordPositions, fields_at, record_positions, walk_lengths
+from shared.records.positions import (
+    RecordPositions,
+    fields_at,
+    plain_fields,
+    positions_of,
+    record_positions,
+    walk_lengths,
+)
 from shared.records.record import Header
 from shared.records.varint import decode_zigzag
 
@@ -196,6 +203,7 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
     """
     arr = np.frombuffer(data, np.uint8)
     starts, ends = [], []
+    compiled: list[np.ndarray] = []  # plain_fields of each batch, while every batch so far had them
     counts = np.empty(len(batches), np.int64)
     base_offsets = np.empty(len(batches), np.int64)
     base_stamps = np.empty(len(batches), np.int64)
@@ -204,11 +212,23 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
         start, stop = pos + HEADER_SIZE, pos + h.size
         if h.records_count < 1 or stop - start < h.records_count * 7:
             return None
-        walked = walk_lengths(data, arr, start, stop, h.records_count)
-        if walked is None:
-            return None
-        starts.append(walked[0])
-        ends.append(walked[1])
+        fields = plain_fields(data, start, stop, h.records_count) if len(compiled) == i else None
+        if fields is not None:
+            compiled.append(fields)
+        else:
+            if compiled:  # an earlier batch took the compiled reader: walk those too
+                for pos_j, h_j in batches[:len(compiled)]:
+                    walked_j = walk_lengths(data, arr, pos_j + HEADER_SIZE, pos_j + h_j.size, h_j.records_count)
+                    if walked_j is None:
+                        return None
+                    starts.append(walked_j[0])
+                    ends.append(walked_j[1])
+                compiled.clear()
+            walked = walk_lengths(data, arr, start, stop, h.records_count)
+            if walked is None:
+                return None
+            starts.append(walked[0])
+            ends.append(walked[1])
         counts[i] = h.records_count
         base_offsets[i] = h.base_offset
         if h.attributes & ATTR_TIMESTAMP_TYPE:
@@ -216,13 +236,16 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
             base_stamps[i] = h.max_timestamp
         else:
             base_stamps[i] = h.base_timestamp
-    if not starts:
+    if compiled:  # every batch read in C
+        found = positions_of(compiled[0] if len(compiled) == 1 else np.concatenate(compiled, axis=1), 0, 0, None)
+    elif not starts:
         return None
-    one = len(starts) == 1
-    found = fields_at(arr, starts[0] if one else np.concatenate(starts), ends[0] if one else np.concatenate(ends),
-                      0, 0, None)
-    if found is None:
-        return None
+    else:
+        one = len(starts) == 1
+        found = fields_at(arr, starts[0] if one else np.concatenate(starts),
+                          ends[0] if one else np.concatenate(ends), 0, 0, None)
+        if found is None:
+            return None
     found.offsets += np.repeat(base_offsets, counts)
     stamps = found.timestamps + np.repeat(base_stamps, counts)
     if append_time.any():  # LogAppendTime: every record has the batch's max timestamp

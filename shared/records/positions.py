@@ -22,7 +22,12 @@ from itertools import chain
 import numpy as np  # OPENBLAS_NUM_THREADS is set in shared/__init__.py, before any numpy import
 
 from shared.errors import CorruptRecordError
+from shared.records.compiled import speedups
 from shared.records.varint import decode_zigzag
+
+#: The compiled field reader (``_speedups.c``: ``plain_fields``), None where the extension is not built
+#: (the tests set it to None to run the numpy walk)
+compiled_fields = getattr(speedups, "plain_fields", None)
 
 #: Below this many records per batch the fixed cost of the numpy calls outweighs the gain.
 MIN_VECTOR_RECORDS = 16
@@ -160,11 +165,40 @@ def record_positions(
     """Positions of the ``count`` records in ``data[start:stop]``, or None (use the record-by-record decoder)."""
     if count < MIN_VECTOR_RECORDS or stop - start < count * 7:
         return None
+    fields = plain_fields(data, start, stop, count)
+    if fields is not None:
+        return positions_of(fields, base_offset, base_timestamp, log_append_time)
     arr = np.frombuffer(data, np.uint8)
     walked = walk_lengths(data, arr, start, stop, count)
     if walked is None:
         return None
     return fields_at(arr, walked[0], walked[1], base_offset, base_timestamp, log_append_time)
+
+
+def plain_fields(data: bytes | memoryview, start: int, stop: int, count: int) -> np.ndarray | None:
+    """The fields of ``count`` records without headers in ``data[start:stop]``, read in C: six rows of
+    ``count`` int64 (timestamp delta, offset delta, key start, key length, value start, value length, -1
+    for null); None where the extension is missing or a record is not plain (the numpy walk decides)."""
+    if compiled_fields is None:
+        return None
+    out = np.empty((6, count), np.int64)
+    return out if compiled_fields(data, start, stop, count, out) else None
+
+
+def positions_of(fields: np.ndarray, base_offset: int | np.ndarray, base_timestamp: int | np.ndarray,
+                 log_append_time: int | None) -> RecordPositions:
+    """``RecordPositions`` from ``plain_fields`` rows (bases: one per record, or one for all)."""
+    ts_delta, off_delta, key_start, key_len, value_start, value_len = fields
+    key_null = key_len < 0
+    value_null = value_len < 0
+    timestamps = (np.full(len(ts_delta), log_append_time, np.int64) if log_append_time is not None
+                  else ts_delta + base_timestamp)
+    return RecordPositions(
+        offsets=off_delta + base_offset, timestamps=timestamps,
+        key_start=key_start, key_end=key_start + np.maximum(key_len, 0), key_null=key_null if key_null.any() else None,
+        value_start=value_start, value_end=value_start + np.maximum(value_len, 0),
+        value_null=value_null if value_null.any() else None,
+    )
 
 
 def fields_at(arr: np.ndarray, s: np.ndarray, e: np.ndarray, base_offset: int, base_timestamp: int,

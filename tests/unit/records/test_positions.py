@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.errors import CorruptRecordError
+from shared.records import positions
 from shared.records.builder import encode_batch
 from shared.records.columns import decode_columns
 from shared.records.decoder import decode_records, decode_records_scalar, records_section
@@ -55,8 +56,17 @@ def test_headers_small_batches_and_huge_values_use_the_record_by_record_decoder(
     assert positions_of(encode_batch(many[:-1] + [(1, b"k", b"v", [("h", b"x")])]))[2] is None
     big = many[:-1] + [(1, b"k", b"x" * (1 << 21), [])]  # a four-byte length varint
     header, section, found = positions_of(encode_batch(big))
-    assert found is None
+    # the numpy walk reads varints of up to three bytes; the compiled reader, as the record decoder, more
+    assert (found is None) == (positions.compiled_fields is None)
+    if found is not None:
+        assert section[found.value_start[-1]:found.value_end[-1]] == b"x" * (1 << 21)
     assert decode_records(header, section)[-1].value == b"x" * (1 << 21)
+
+
+def test_without_the_compiled_reader_the_numpy_walk_reads_huge_values_record_by_record(monkeypatch) -> None:
+    monkeypatch.setattr(positions, "compiled_fields", None)
+    big = [(1, b"k", b"v", [])] * 39 + [(1, b"k", b"x" * (1 << 21), [])]
+    assert positions_of(encode_batch(big))[2] is None
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -171,3 +181,63 @@ def test_nulls_and_many_layouts_are_cut_with_slices() -> None:
     header, section, found = positions_of(encode_batch(varied))
     assert found is not None and cut_keys_values(section, found) is None
     assert decode_records(header, section) == decode_records_scalar(header, section, R)
+
+
+mixed_record = st.tuples(
+    st.integers(0, 2**45),
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(st.just([]), st.lists(st.tuples(st.text(max_size=3), st.binary(max_size=4)), max_size=2)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(mixed_record, min_size=1, max_size=40), min_size=1, max_size=4),
+       st.lists(st.integers(0, 5), min_size=4, max_size=4), st.binary(max_size=3), st.integers(0, 10**6))
+def test_compiled_reader_agrees_with_the_numpy_walk(batches, gaps, noise, where) -> None:
+    """plain_fields gives the positions the numpy walk gives, for one batch and for several (compacted gaps
+    between them, some with headers: then both give up), and a damaged section never makes it accept what
+    the record-by-record decoder refuses."""
+    from shared.records.columns import decode_columns_many
+
+    data, base = b"", 0
+    for records, gap in zip(batches, gaps, strict=False):
+        data += encode_batch(records, base_offset=base + gap)
+        base += gap + len(records)
+    found_batches = list(iter_batches(data))
+
+    def both(buf: bytes):
+        got = [decode_columns_many(buf, found_batches)]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(positions, "compiled_fields", None)
+            got.append(decode_columns_many(buf, found_batches))
+        return got
+
+    fast, slow = both(data)
+    if not any(r[3] for records in batches for r in records):  # no headers: the compiled reader takes them all
+        assert fast is not None
+    if slow is not None:
+        assert fast is not None
+        for name in ("offsets", "timestamps", "key_start", "key_end", "value_start", "value_end"):
+            assert getattr(fast[0].positions, name).tolist() == getattr(slow[0].positions, name).tolist(), name
+        for name in ("key_null", "value_null"):
+            a, b = getattr(fast[0].positions, name), getattr(slow[0].positions, name)
+            assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
+        assert fast[1].tolist() == slow[1].tolist()
+    if fast is not None:  # what the compiled reader accepts, the record decoder reads the same way
+        decoded = [r for pos, h in found_batches for r in decode_records(h, records_section(data, h, pos))]
+        p = fast[0].positions
+        assert p.offsets.tolist() == [r.offset for r in decoded]
+        assert [None if p.value_null is not None and p.value_null[i] else data[p.value_start[i]:p.value_end[i]]
+                for i in range(len(decoded))] == [r.value for r in decoded]
+    # damage one batch's records (the header's CRC is not checked here): never accepted unless decodable
+    pos, h = found_batches[0]
+    lo = pos + HEADER_SIZE
+    at = lo + where % max(1, h.size - HEADER_SIZE)
+    damaged = bytearray(data)
+    damaged[at:at + len(noise)] = noise[:len(data) - at]
+    fast_d, _ = both(bytes(damaged))
+    if fast_d is not None:
+        section = bytes(damaged[lo:pos + h.size])
+        decoded = decode_records_scalar(h, section, R)  # raises if the records are not decodable
+        assert fast_d[0].positions.offsets[:len(decoded)].tolist() == [r.offset for r in decoded]
