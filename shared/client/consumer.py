@@ -421,6 +421,7 @@ class Consumer:
         self.fetch_transport = "kafka" if fetch_transport == "auto" and security is None else "grpc"
         self._kafka_down: dict[int, float] = {}  # broker -> until when its Kafka listener is not tried
         self._kafka_warned: set[int] = set()  # brokers whose listener failure was logged as a warning
+        self._silent: dict[int, float] = {}  # leader -> when its stream was closed for silence
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
         self.stats = ConsumerStats()
@@ -883,6 +884,7 @@ class Consumer:
                 # has usually been replaced by now, and its socket still accepts connections, so
                 # without this the consumer would keep fetching from it until metadata.max.age.ms.
                 self._metadata_wanted = True
+                self._silent[leader] = now  # not dialled again before that metadata has come
                 self._fetcher_wakeup.notify()
         for leader, parts in self._fetchable().items():
             if leader < 0:
@@ -891,6 +893,10 @@ class Consumer:
             if lf is not None and lf.throttled_until > now:
                 continue  # over a quota on that broker: send it nothing until the pause ends
             if lf is None:
+                if self._silent.get(leader, -1.0) >= self.cluster.snapshot.fetched_at:
+                    self._metadata_wanted = True  # this leader went silent since the last metadata: refresh
+                    self._fetcher_wakeup.notify()  # first (the fetcher thread, rate-limited)
+                    continue
                 stream = self._new_stream(leader, now)
                 if stream is None:
                     self._wanted_leaders.add(leader)
