@@ -375,6 +375,53 @@ static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
     return PyLong_FromLongLong(total);
 }
 
+/* A zig-zag varint of at most 5 bytes (as Kafka reads 32-bit fields) at *pos (< end). */
+static inline int read_varint32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    Py_ssize_t at = *pos;
+    return read_zigzag(b, pos, end, out) && *pos - at <= 5;
+}
+
+/* The walk check_plain and plain_fields share: ``count`` records without headers filling b[start:stop]
+ * exactly. ``rows`` NULL (the broker's check): offset deltas must be 0..count-1 and *max_td gets the
+ * largest timestamp delta. ``rows`` set (the consumer's columnar decode): offset deltas must be >= 0
+ * (compacted batches have gaps) and six rows of ``count`` int64 are written (see plain_fields). */
+static int walk_plain(const unsigned char *b, Py_ssize_t start, Py_ssize_t stop, long long count, int64_t *rows,
+                      int64_t *max_td) {
+    Py_ssize_t pos = start;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, td, delta, n;
+        if (!read_varint32(b, &pos, stop, &length) || length < 1 || length > stop - pos)
+            return 0;
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        pos += 1; /* the unused attributes byte */
+        if (!read_zigzag(b, &pos, end, &td) || !read_varint32(b, &pos, end, &delta) || delta < 0)
+            return 0;
+        if (rows == NULL && delta != i)
+            return 0;
+        if (rows != NULL) {
+            rows[i] = td;
+            rows[count + i] = delta;
+        } else if (td > *max_td)
+            *max_td = td;
+        for (int f = 0; f < 2; f++) { /* key, value */
+            if (!read_varint32(b, &pos, end, &n) || n < -1 || (n > 0 && n > end - pos))
+                return 0;
+            if (rows != NULL) {
+                rows[(2 + 2 * f) * count + i] = pos;
+                rows[(3 + 2 * f) * count + i] = n;
+            }
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+        }
+        if (pos >= end || b[pos] != 0) /* no header count, or headers: the Python walk */
+            return 0;
+        pos += 1;
+        if (pos != end)
+            return 0;
+    }
+    return pos == stop;
+}
+
 /* check_plain(data, start, stop, count) -> the records' max timestamp delta, or None
  *
  * The broker's record walk (shared/records/validate.py, check_records) for the common shape: ``count``
@@ -383,11 +430,6 @@ static PyObject *payload_size(PyObject *Py_UNUSED(self), PyObject *records) {
  * and value lengths >= -1. It accepts only records the Python walk accepts, with the same max delta;
  * anything else (headers, a damaged record, a timestamp delta beyond 64 bits) gives None and the Python
  * checks decide and name the fault. */
-static inline int read_varint32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
-    Py_ssize_t at = *pos;
-    return read_zigzag(b, pos, end, out) && *pos - at <= 5;
-}
-
 static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "check_plain(data, start, stop, count)");
@@ -399,36 +441,8 @@ static PyObject *check_plain(PyObject *Py_UNUSED(self), PyObject *const *args, P
     int fits = section_args(args, &view, &start, &stop, &count);
     if (fits < 0)
         return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    int ok = 0;
     int64_t max_td = INT64_MIN;
-    if (!fits || count < 1)
-        goto done;
-    Py_ssize_t pos = start;
-    for (long long i = 0; i < count; i++) {
-        int64_t length, td, delta, n;
-        if (!read_varint32(b, &pos, stop, &length) || length < 1 || length > stop - pos)
-            goto done;
-        Py_ssize_t end = pos + (Py_ssize_t)length;
-        pos += 1; /* the unused attributes byte */
-        if (!read_zigzag(b, &pos, end, &td) || !read_varint32(b, &pos, end, &delta) || delta != i)
-            goto done;
-        for (int f = 0; f < 2; f++) { /* key, value */
-            if (!read_varint32(b, &pos, end, &n) || n < -1 || (n > 0 && n > end - pos))
-                goto done;
-            if (n > 0)
-                pos += (Py_ssize_t)n;
-        }
-        if (pos >= end || b[pos] != 0) /* no header count, or headers: the Python walk */
-            goto done;
-        pos += 1;
-        if (pos != end)
-            goto done;
-        if (td > max_td)
-            max_td = td;
-    }
-    ok = pos == stop;
-done:
+    int ok = fits && count >= 1 && walk_plain((const unsigned char *)view.buf, start, stop, count, NULL, &max_td);
     PyBuffer_Release(&view);
     if (!ok)
         Py_RETURN_NONE;
@@ -459,38 +473,8 @@ static PyObject *plain_fields(PyObject *Py_UNUSED(self), PyObject *const *args, 
         PyBuffer_Release(&view);
         return NULL;
     }
-    int ok = 0;
-    if (!fits || count < 1 || outv.len < (Py_ssize_t)(count * 6 * (long long)sizeof(int64_t)))
-        goto done;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    int64_t *row = (int64_t *)outv.buf;
-    Py_ssize_t pos = start;
-    for (long long i = 0; i < count; i++) {
-        int64_t length, td, delta, n;
-        if (!read_varint32(b, &pos, stop, &length) || length < 1 || length > stop - pos)
-            goto done;
-        Py_ssize_t end = pos + (Py_ssize_t)length;
-        pos += 1; /* the unused attributes byte */
-        if (!read_zigzag(b, &pos, end, &td) || !read_varint32(b, &pos, end, &delta) || delta < 0)
-            goto done;
-        row[i] = td;
-        row[count + i] = delta;
-        for (int f = 0; f < 2; f++) { /* key, value */
-            if (!read_varint32(b, &pos, end, &n) || n < -1 || (n > 0 && n > end - pos))
-                goto done;
-            row[(2 + 2 * f) * count + i] = pos;
-            row[(3 + 2 * f) * count + i] = n;
-            if (n > 0)
-                pos += (Py_ssize_t)n;
-        }
-        if (pos >= end || b[pos] != 0) /* no header count, or headers */
-            goto done;
-        pos += 1;
-        if (pos != end)
-            goto done;
-    }
-    ok = pos == stop;
-done:
+    int ok = fits && count >= 1 && outv.len >= (Py_ssize_t)(count * 6 * (long long)sizeof(int64_t))
+             && walk_plain((const unsigned char *)view.buf, start, stop, count, (int64_t *)outv.buf, NULL);
     PyBuffer_Release(&outv);
     PyBuffer_Release(&view);
     return PyBool_FromLong(ok);
