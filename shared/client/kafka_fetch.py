@@ -194,7 +194,6 @@ class KafkaFetchStream(Generic[M]):
         self._correlation = 0
         self.last_activity = time.monotonic()
         self.closed = False
-        self.connect_failed = False  # the listener could not be reached at all (not a failure mid-stream)
 
     @property
     def in_flight(self) -> int:
@@ -211,7 +210,6 @@ class KafkaFetchStream(Generic[M]):
         try:
             sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self.connect_timeout_s)
         except (OSError, ValueError) as exc:
-            self.connect_failed = True
             raise KafkaFetchError(f"cannot connect to the Kafka listener {self.address}: {exc}") from None
         sock.settimeout(None)  # a silent broker is noticed by the consumer, which closes the stream
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
