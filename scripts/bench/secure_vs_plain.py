@@ -114,6 +114,8 @@ def run(kind: str, door: str, data_dir: str, topic: str, records: int, env: dict
             "--no-progress", "--json"]
     if kind == "produce":
         args += ["--record-size", "1024", "--key-size", "16", "--acks", "1"]
+    elif door == "grpc":  # a plaintext consumer would fetch over the Kafka listener; a secure one never does
+        args += ["--fetch-transport", "grpc"]
     proc = tidelog(*args, env=env, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
