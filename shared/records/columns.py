@@ -196,39 +196,22 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
     timestamp type; None when one of them is not plain (headers, long varints, a damaged batch):
     then decode them one by one with ``decode_columns``, which says what is wrong.
 
-    Each batch's record lengths are walked as ``decode_columns`` does, but every other field is found
-    for all the batches' records at once, so numpy's fixed cost per call is paid once per fetch
-    rather than once per batch. Same checks: every record ends where its length says, and each
+    The fields are read in C where the extension is built (``plain_fields``); otherwise, or when a batch
+    is not plain there, each batch's record lengths are walked as ``decode_columns`` does, but every other
+    field is found for all the batches' records at once, so numpy's fixed cost per call is paid once per
+    fetch rather than once per batch. Same checks: every record ends where its length says, and each
     batch's records end where the batch does.
     """
-    arr = np.frombuffer(data, np.uint8)
-    starts, ends = [], []
-    compiled: list[np.ndarray] = []  # plain_fields of each batch, while every batch so far had them
     counts = np.empty(len(batches), np.int64)
     base_offsets = np.empty(len(batches), np.int64)
     base_stamps = np.empty(len(batches), np.int64)
     append_time = np.zeros(len(batches), bool)
+    sections = []
     for i, (pos, h) in enumerate(batches):
         start, stop = pos + HEADER_SIZE, pos + h.size
         if h.records_count < 1 or stop - start < h.records_count * 7:
             return None
-        fields = plain_fields(data, start, stop, h.records_count) if len(compiled) == i else None
-        if fields is not None:
-            compiled.append(fields)
-        else:
-            if compiled:  # an earlier batch took the compiled reader: walk those too
-                for pos_j, h_j in batches[:len(compiled)]:
-                    walked_j = walk_lengths(data, arr, pos_j + HEADER_SIZE, pos_j + h_j.size, h_j.records_count)
-                    if walked_j is None:
-                        return None
-                    starts.append(walked_j[0])
-                    ends.append(walked_j[1])
-                compiled.clear()
-            walked = walk_lengths(data, arr, start, stop, h.records_count)
-            if walked is None:
-                return None
-            starts.append(walked[0])
-            ends.append(walked[1])
+        sections.append((start, stop, h.records_count))
         counts[i] = h.records_count
         base_offsets[i] = h.base_offset
         if h.attributes & ATTR_TIMESTAMP_TYPE:
@@ -236,14 +219,11 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
             base_stamps[i] = h.max_timestamp
         else:
             base_stamps[i] = h.base_timestamp
-    if compiled:  # every batch read in C
-        found = positions_of(compiled[0] if len(compiled) == 1 else np.concatenate(compiled, axis=1), 0, 0, None)
-    elif not starts:
+    if not sections:
         return None
-    else:
-        one = len(starts) == 1
-        found = fields_at(arr, starts[0] if one else np.concatenate(starts),
-                          ends[0] if one else np.concatenate(ends), 0, 0, None)
+    found = _compiled_positions(data, sections)
+    if found is None:
+        found = _walked_positions(data, sections)
         if found is None:
             return None
     found.offsets += np.repeat(base_offsets, counts)
@@ -252,3 +232,30 @@ def decode_columns_many(data: bytes, batches: Sequence[tuple[int, BatchHeader]])
         stamps = np.where(np.repeat(append_time, counts), np.repeat(base_stamps, counts), stamps)
     found.timestamps = stamps
     return Columns(data, found, None), np.repeat(append_time.astype(np.int32), counts)
+
+
+def _compiled_positions(data: bytes, sections: Sequence[tuple[int, int, int]]) -> RecordPositions | None:
+    """Every section's fields read in C (``plain_fields``), offsets and timestamps as deltas; None if one
+    section is not plain (or the extension is not built)."""
+    rows = []
+    for start, stop, count in sections:
+        fields = plain_fields(data, start, stop, count)
+        if fields is None:
+            return None
+        rows.append(fields)
+    return positions_of(rows[0] if len(rows) == 1 else np.concatenate(rows, axis=1), 0, 0, None)
+
+
+def _walked_positions(data: bytes, sections: Sequence[tuple[int, int, int]]) -> RecordPositions | None:
+    """The same with numpy: each section's record lengths walked, then every field read at once."""
+    arr = np.frombuffer(data, np.uint8)
+    starts, ends = [], []
+    for start, stop, count in sections:
+        walked = walk_lengths(data, arr, start, stop, count)
+        if walked is None:
+            return None
+        starts.append(walked[0])
+        ends.append(walked[1])
+    one = len(starts) == 1
+    return fields_at(arr, starts[0] if one else np.concatenate(starts), ends[0] if one else np.concatenate(ends),
+                     0, 0, None)
