@@ -67,13 +67,11 @@ def refused(code: ErrorCode, high_watermark: int = -1) -> FetchPartitionResult:
 def read_partition(rm: ReplicaManager, tp: TopicPartition, offset: int, leader_epoch: int, budget: int, *,
                    for_consumer: bool, min_one: bool, read_committed: bool = False,
                    before_read: Callable[[Partition], None] | None = None,
-                   replica_id: int = -1, file_records: bool = False) -> FetchPartitionResult:
+                   replica_id: int = -1) -> FetchPartitionResult:
     """One partition's answer; ``before_read`` (followers) runs once the partition is known to be led
     here at the request's epoch and ``replica_id`` (followers) is one of its replicas, before the read.
     ``read_committed`` (consumers) reads below the last stable offset and names the aborted transactions
-    the returned records overlap. ``file_records`` (the plaintext Kafka door): a large read may come back
-    as a ``FileRecords`` range to ``sendfile`` (not with ``read_committed``, whose aborted transactions
-    are found from the records read)."""
+    the returned records overlap."""
     try:
         part = rm.partition(tp)
         part.check_epoch(leader_epoch)
@@ -85,7 +83,7 @@ def read_partition(rm: ReplicaManager, tp: TopicPartition, offset: int, leader_e
             if before_read is not None:
                 before_read(part)
         data = part.read(offset, max(budget, 0), for_consumer=for_consumer, min_one=min_one,
-                         read_committed=read_committed, file_records=file_records and not read_committed)
+                         read_committed=read_committed)
         aborted = None
         if read_committed:
             end = next_offset_after(data.records, offset)

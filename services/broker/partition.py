@@ -429,14 +429,14 @@ class Partition:
     # -- reading ----------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, for_consumer: bool, min_one: bool = True,
-             read_committed: bool = False, file_records: bool = False) -> FetchResult:
+             read_committed: bool = False) -> FetchResult:
         if for_consumer and not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp}")
         limit = (self.last_stable_offset if read_committed else self.high_watermark) if for_consumer else None
         if for_consumer and limit is not None and offset > limit and offset <= self.log_end_offset:
             # Between HW and LEO: not an error, just nothing visible yet.
             return FetchResult(b"", self.log.log_start_offset, self.log_end_offset)
-        return self.log.read(offset, max_bytes, limit, min_one_batch=min_one, file_records=file_records)
+        return self.log.read(offset, max_bytes, limit, min_one_batch=min_one)
 
     def offset_for_timestamp(self, timestamp: int, for_consumer: bool) -> tuple[int, int] | None:
         found = self.log.offset_for_timestamp(timestamp)

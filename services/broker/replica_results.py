@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.broker import request_limits
-from services.broker.log.file_records import FileRecords
 from shared.errors import ErrorCode
 from shared.proto.fetch_wire import FetchPartitionData
 from shared.types import TopicPartition
@@ -33,7 +32,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     log_end_offset: int = -1
     leader_epoch: int = -1
-    records: bytes | memoryview | FileRecords = b""  # FileRecords: only when the fetch asked for them
+    records: bytes = b""
     last_stable_offset: int = -1
     #: read_committed: (producer_id, first_offset) of the aborted transactions the records overlap
     aborted: list[tuple[int, int]] | None = None
@@ -57,7 +56,6 @@ class FetchParams:
     specs: list[FetchSpec] = field(default_factory=list)
     read_time_s: float = 0.0  # set by fetch: time spent reading (request quotas count it)
     isolation_level: int = 0  # consumers: 1 read_committed (below the last stable offset)
-    file_records: bool = False  # large reads may be FileRecords ranges (the plaintext Kafka door sends them)
 
     def bounded(self) -> FetchParams:
         """The same request with every size and wait inside the broker's limits (``request_limits``)."""
@@ -66,7 +64,7 @@ class FetchParams:
                            s.log_start_offset) for s in self.specs]
         return FetchParams(self.replica_id, request_limits.fetch_wait_ms(self.max_wait_ms),
                            request_limits.fetch_min_bytes(self.min_bytes), max_bytes, specs,
-                           isolation_level=self.isolation_level, file_records=self.file_records)
+                           isolation_level=self.isolation_level)
 
 
 def grpc_partition_data(tp: TopicPartition, r: FetchPartitionResult, fetch_offset: int,

@@ -1,8 +1,7 @@
 """Helpers for the tests of the brokers' Kafka-protocol listener: raw request frames written with kio's
 writers (Kafka's own JSON definitions) over a plain socket, response frames read back with kio's
 readers, record batches built by kafka-python's encoder (independent of Tidelog's), reading a service's
-JSON log, and reading a topic to its end with confluent-kafka (librdkafka) or kafka-python without a
-consumer group.
+JSON log, and reading a topic to its end with confluent-kafka (librdkafka) without a consumer group.
 
 Nothing here imports the broker: a test talks to it only through sockets, as a Kafka client would.
 """
@@ -34,7 +33,6 @@ CLIENT_ID = "tidelog-kafka-test"
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 # Kafka's error codes the tests read.
 UNSUPPORTED_VERSION = 35
-TIMESTAMP_CREATE_TIME = 1  # confluent-kafka's TIMESTAMP_CREATE_TIME
 
 
 def kafka_bootstrap(cluster: Cluster) -> str:
@@ -248,31 +246,6 @@ def confluent_read(bootstrap: str, topic: str, partitions: Iterable[int], timeou
     finally:
         consumer.close()
     return sorted(out, key=lambda r: (r.partition, r.offset))
-
-
-def kafka_python_read(bootstrap: str, topic: str, partitions: list[int], **conf: Any) -> list[Read]:
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTP
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False, group_id=None,
-                             auto_offset_reset="earliest", **conf)
-    try:
-        tps = [KTP(topic, p) for p in partitions]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        out: list[Read] = []
-        deadline = time.monotonic() + 30
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "kafka-python did not reach the end offsets"
-            for tp, msgs in consumer.poll(500).items():
-                for m in msgs:
-                    rec = Rec(m.key, m.value, tuple((h, v) for h, v in m.headers), m.timestamp)
-                    # kafka-python's timestamp_type: 0 CreateTime, 1 LogAppendTime; report it as librdkafka does.
-                    out.append(Read(tp.partition, m.offset, rec, TIMESTAMP_CREATE_TIME if m.timestamp_type == 0 else 2))
-        return sorted(out, key=lambda r: (r.partition, r.offset))
-    finally:
-        consumer.close()
 
 
 def wait_partitions_led(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:

@@ -16,7 +16,6 @@ from shared.client import Admin, Consumer, Producer, TopicPartition
 from shared.client.fetch_stream import PipelinedFetchStream
 from shared.client.kafka_fetch import KafkaFetchStream
 from tests.conftest import TEST_SESSION_TIMEOUT_MS, wait_for
-from tests.integration.kafka_util import confluent_read, kafka_bootstrap, kafka_python_read
 
 
 def _streams(consumer: Consumer) -> list[object]:
@@ -59,39 +58,6 @@ def test_kafka_transport_reads_what_grpc_reads(env) -> None:
     for part in range(3):  # in offset order within each partition, no gaps
         offsets = [r[2] for r in got["auto"] if r[1] == part]
         assert offsets == list(range(len(offsets)))
-
-
-def test_large_fetches_sent_from_the_segment_files_read_the_same_with_every_client(env) -> None:
-    """Fetches of 64 KiB and more are sent from the segment files (``sendfile``) on the plaintext Kafka
-    listener: Tidelog's consumer, confluent-kafka and kafka-python read exactly what the gRPC door serves,
-    with request budgets that end inside a batch and in the middle of the second partition."""
-    cluster, bootstrap, admin = env
-    topic = f"ft-big-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(topic, partitions=2, replication_factor=2, configs={"segment.bytes": str(3 << 20)})
-    n = 6000  # ~6 MiB in batches of up to 256 KiB: two segments and more per partition
-    with Producer(bootstrap, linger_ms=20, batch_size=256 << 10) as p:
-        for i in range(n):
-            p.send(topic, i.to_bytes(4, "big") + os.urandom(1020), key=f"k{i % 13}".encode(), partition=i % 2)
-        p.flush()
-    got = {}
-    for transport, fetch_max in (("auto", 50 << 20), ("auto", 300_000), ("grpc", 50 << 20)):
-        c = Consumer(bootstrap, auto_offset_reset="earliest", fetch_transport=transport, fetch_max_bytes=fetch_max)
-        try:
-            c.assign([TopicPartition(topic, i) for i in range(2)])
-            got[(transport, fetch_max)] = sorted(_read_all(c, n, 60), key=lambda r: (r[1], r[2]))
-            assert {type(s) for s in _streams(c)} == ({KafkaFetchStream} if transport == "auto" else
-                                                      {PipelinedFetchStream})
-        finally:
-            c.close()
-    want = got[("grpc", 50 << 20)]
-    assert len(want) == n and sorted(int.from_bytes(r[4][:4], "big") for r in want) == list(range(n))
-    assert got[("auto", 50 << 20)] == want
-    assert got[("auto", 300_000)] == want
-    reads = {r[1:3]: (r[3], r[4]) for r in want}
-    kafka = kafka_bootstrap(cluster)
-    for read in (confluent_read(kafka, topic, range(2), timeout=60),
-                 kafka_python_read(kafka, topic, [0, 1], max_partition_fetch_bytes=1 << 20)):
-        assert {(r.partition, r.offset): (r.rec.key, r.rec.value) for r in read} == reads
 
 
 def test_seek_and_read_committed_over_kafka_transport(env) -> None:

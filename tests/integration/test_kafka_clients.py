@@ -33,7 +33,6 @@ from tests.integration.kafka_util import (
     FETCH,
     LIST_OFFSETS,
     METADATA,
-    TIMESTAMP_CREATE_TIME,
     KafkaWire,
     Read,
     Rec,
@@ -41,12 +40,12 @@ from tests.integration.kafka_util import (
     confluent_read,
     grpc_bootstrap,
     kafka_bootstrap,
-    kafka_python_read,
     wait_partitions_led,
 )
 
 KCAT = "/usr/bin/kcat"
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TIMESTAMP_CREATE_TIME = 1  # confluent-kafka's TIMESTAMP_CREATE_TIME
 EARLIEST_LOCAL_TIMESTAMP, MAX_TIMESTAMP = -4, -3  # ListOffsets v8 / v7 special timestamps
 
 
@@ -190,6 +189,31 @@ KAFKA_PYTHON_MODES: list[tuple[str, dict[str, Any]]] = [
     ("acks=1", {"enable_idempotence": False, "acks": 1}),
     ("acks=0", {"enable_idempotence": False, "acks": 0}),
 ]
+
+
+def kafka_python_read(bootstrap: str, topic: str, partitions: list[int], **conf: Any) -> list[Read]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False, group_id=None,
+                             auto_offset_reset="earliest", **conf)
+    try:
+        tps = [KTP(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out: list[Read] = []
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "kafka-python did not reach the end offsets"
+            for tp, msgs in consumer.poll(500).items():
+                for m in msgs:
+                    rec = Rec(m.key, m.value, tuple((h, v) for h, v in m.headers), m.timestamp)
+                    # kafka-python's timestamp_type: 0 CreateTime, 1 LogAppendTime; report it as librdkafka does.
+                    out.append(Read(tp.partition, m.offset, rec, TIMESTAMP_CREATE_TIME if m.timestamp_type == 0 else 2))
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])

@@ -42,7 +42,6 @@ class FetchCall:
     specs: list[FetchSpec]
     isolation_level: int = 0  # 1: read_committed
     replica_epoch: int = 0  # followers: their broker epoch (KIP-380); 0 (not sent) is refused
-    file_records: bool = False  # consumers on the plaintext Kafka door: large reads as FileRecords ranges
 
 
 async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
@@ -63,7 +62,7 @@ async def fetch(b: BrokerApi, ctx: RequestContext, call: FetchCall,
             return {s.tp: refused(code) for s in call.specs}, 0
     params = FetchParams(replica_id=call.replica_id, max_wait_ms=call.max_wait_ms, min_bytes=call.min_bytes,
                          max_bytes=call.max_bytes or DEFAULT_MAX_BYTES, specs=call.specs,
-                         isolation_level=call.isolation_level, file_records=call.file_records and consumer)
+                         isolation_level=call.isolation_level)
     started = time.perf_counter()
     results = await read(b.rm, params)
     metrics = b.pipeline.metrics
@@ -134,7 +133,7 @@ def _read_once(rm: ReplicaManager, params: FetchParams) -> tuple[dict[TopicParti
                            before_read=None if consumer else
                            lambda part, o=spec.offset, lso=spec.log_start_offset:
                            part.update_follower(params.replica_id, o, lso),
-                           replica_id=params.replica_id, file_records=params.file_records)
+                           replica_id=params.replica_id)
         total += len(r.records)
         error = error or r.error != ErrorCode.NONE
         out[spec.tp] = r

@@ -49,7 +49,6 @@ class Connection:
     cert_subject: str | None = None  # the verified client certificate's DN
     authenticated: bool = True
     sasl: Any = None  # services.broker.kafka.sasl.SaslSession while SASL may still run on this connection
-    zero_copy: bool = False  # plaintext: fetched records may be sent from the segment files (sendfile)
 
     def close(self) -> None:
         for c in self.closers:

@@ -1,9 +1,7 @@
 """Fetch (API key 1) on the Kafka door, with fetch sessions (KIP-227) and topic ids (v13+).
 
 The read is the request layer's (``services/broker/api/fetch.py``); the response carries the segment
-bytes as they lie on disk (the codec writes them as a separate chunk, never re-encoded). On a plaintext
-connection a large read is not read at all: it is a ``FileRecords`` range that the listener sends from the
-segment file with ``sendfile`` (``services/broker/log/file_records.py``), as Kafka does.
+bytes as they lie on disk (the codec writes them as a separate chunk, never re-encoded).
 
 Sessions are the broker's, as Kafka's ``FetchSessionCache``: a request with session epoch 0 opens one
 (its partitions are the session's), later requests at the next epoch name only the partitions whose
@@ -106,8 +104,7 @@ async def handle(apis: KafkaApis, req: RequestFrame, ctx: RequestContext, conn: 
 
     read_committed = int(getattr(body, "isolation_level", 0)) == 1
     call = fetch_api.FetchCall(-1, int(body.max_wait.total_seconds() * 1000), int(body.min_bytes),
-                               int(getattr(body, "max_bytes", 0)), specs, 1 if read_committed else 0,
-                               file_records=conn.zero_copy)
+                               int(getattr(body, "max_bytes", 0)), specs, 1 if read_committed else 0)
     results, throttle_ms = await fetch_api.fetch(apis.broker, ctx, call)
     if results is None:  # over quota: no data, at once
         return {"error_code": 0, "session_id": session.session_id if session else 0, "responses": []}, throttle_ms

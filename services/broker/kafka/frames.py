@@ -20,11 +20,8 @@ moment the connection is accepted until the handshake begins.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Coroutine
 from typing import Any
-
-from services.broker.log.file_records import FileRecords, ShortFileRecords
 
 #: the receive buffer's size; a frame this large or larger that has not fully arrived is read into its own buffer
 RECEIVE_BUFFER_BYTES = 256 * 1024
@@ -204,41 +201,6 @@ class FrameStream(asyncio.BufferedProtocol):
     def write(self, data: bytes) -> None:
         assert self.transport is not None
         self.transport.write(data)
-
-    async def sendfile(self, records: FileRecords) -> None:
-        """Send a ``FileRecords`` range with ``sendfile(2)`` once what was written before it has gone out;
-        where the transport cannot (TLS, an event loop without it) its bytes are read and written. A range
-        that came up short (its file truncated meanwhile) raises ``ShortFileRecords``: the frame's length is
-        already promised, so the caller closes the connection."""
-        transport = self.transport
-        if self._closed or transport is None:
-            raise ConnectionResetError("Connection lost")
-        if transport.get_extra_info("ssl_object") is not None:  # the bytes must go through TLS
-            transport.write(records.read())
-            return
-        position, size = records.position, records.size
-        sock = transport.get_extra_info("socket")
-        if sock is not None and transport.get_write_buffer_size() == 0:
-            # Nothing is queued before it: send at once, as far as the socket takes it, without the event
-            # loop's sendfile machinery (a wait for an empty buffer, a selector registration and two
-            # futures per call); the loop sends the rest once the socket can take more.
-            try:
-                sent = os.sendfile(sock.fileno(), records.fd, position, size)
-            except (BlockingIOError, InterruptedError):
-                sent = -1
-            if sent == 0:
-                raise ShortFileRecords(f"nothing left to send at {position}: the segment shrank")
-            if sent > 0:
-                position, size = position + sent, size - sent
-                if not size:
-                    return
-        try:
-            sent = await asyncio.get_running_loop().sendfile(transport, records, position, size, fallback=False)
-        except (asyncio.SendfileNotAvailableError, NotImplementedError):
-            transport.write(records.read()[records.size - size:])
-            return
-        if sent != size:
-            raise ShortFileRecords(f"sent {records.size - size + sent} of {records.size} bytes: the segment shrank")
 
     async def drain(self) -> None:
         if self._closed:

@@ -49,7 +49,6 @@ from typing import Any
 from services.broker.kafka import sasl
 from services.broker.kafka.apis import Connection, KafkaApis
 from services.broker.kafka.frames import FrameStream
-from services.broker.log.file_records import FileRecords, ShortFileRecords
 from services.broker.pipeline import NotAuthorized, RequestContext
 from shared.errors import ErrorCode
 from shared.kafka.messages import (
@@ -93,30 +92,6 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
             raise ValueError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
         out[host.strip().strip("[]")] = int(count)
     return out
-
-
-async def _write_reply(writer: FrameStream, chunks: list[Any]) -> None:
-    """Write a response's chunks: bytes joined into one write, ``FileRecords`` ranges (large fetched record
-    sets on plaintext connections) sent from their files in between, each closed once sent."""
-    if not any(type(c) is FileRecords for c in chunks):
-        writer.write(b"".join(chunks))
-        return
-    run: list[bytes] = []
-    try:
-        for c in chunks:
-            if type(c) is FileRecords:
-                if run:
-                    writer.write(b"".join(run))
-                    run = []
-                await writer.sendfile(c)
-            else:
-                run.append(c)
-        if run:
-            writer.write(b"".join(run))
-    finally:
-        for c in chunks:
-            if type(c) is FileRecords:
-                c.close()
 
 
 class KafkaListener:
@@ -252,7 +227,7 @@ class KafkaListener:
             writer.close()
             return
         peer = f"ipv4:{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = Connection(peer, zero_copy=self.security is None)  # a TLS transport cannot sendfile
+        conn = Connection(peer)
         self._connections[writer] = conn
         try:
             if self.security is not None and not await self._start_tls(writer, conn):
@@ -260,9 +235,6 @@ class KafkaListener:
             await self._loop(reader, writer, conn)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
-        except ShortFileRecords as exc:  # a segment truncated between a fetch's read and its reply
-            log.warning("closing Kafka connection: fetched records were truncated before they were sent",
-                        extra={"peer": peer, "error": str(exc)})
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -328,7 +300,7 @@ class KafkaListener:
                 return
             chunks, throttle_ms = reply
             if chunks:
-                await _write_reply(writer, chunks)
+                writer.write(b"".join(chunks))
                 if writer.write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
             if conn.close_after_reply:

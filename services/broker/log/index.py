@@ -116,11 +116,6 @@ class OffsetIndex(_IndexFile):
             return self.base_offset, 0
         return self.offsets[i], self.positions[i]
 
-    def position_at_or_before(self, position: int) -> int:
-        """The largest indexed position at or below ``position`` (a batch start; 0 if none)."""
-        i = bisect.bisect_right(self.positions, position) - 1
-        return self.positions[i] if i >= 0 else 0
-
     def truncate_to_position(self, position: int) -> None:
         """Drop entries at or beyond ``position`` and rewrite the file."""
         i = bisect.bisect_left(self.positions, position)

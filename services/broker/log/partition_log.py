@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from services.broker.log.file_records import ZERO_COPY_MIN_BYTES, FileRecords
 from services.broker.log.leader_epoch import LeaderEpochCache
 from services.broker.log.segment import LogSegment
 from services.broker.log.segment_swap import complete_interrupted_swaps
@@ -70,7 +69,7 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    records: bytes | memoryview | FileRecords  # a view of the read when it ended inside a batch (``cut_below``)
+    records: bytes | memoryview  # a view of the read when it ended inside a batch (``cut_below``)
     log_start_offset: int
     log_end_offset: int
 
@@ -360,17 +359,13 @@ class PartitionLog:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None = None, *, min_one_batch: bool = True,
-        file_records: bool = False,
+        self, offset: int, max_bytes: int, max_offset: int | None = None, *, min_one_batch: bool = True
     ) -> FetchResult:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 
         Batches whose last offset is at or beyond ``max_offset`` (the high
         watermark, for consumers) are not returned. With ``min_one_batch``, the
         first batch is returned even when it is larger than ``max_bytes``.
-        With ``file_records``, a read of at least ``ZERO_COPY_MIN_BYTES`` is not
-        read at all: the records are a ``FileRecords`` range of the segment, the
-        same bytes, for the caller to ``sendfile``.
         """
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
@@ -390,10 +385,6 @@ class PartitionLog:
             if bp.header.last_offset >= limit:
                 return FetchResult(b"", self.log_start_offset, leo)
             want = max(max_bytes, bp.header.size if min_one_batch else 0)
-            if file_records and want >= ZERO_COPY_MIN_BYTES:
-                stop = seg.whole_batches_end(bp.position, bp.position + want, limit)
-                if stop - bp.position >= ZERO_COPY_MIN_BYTES:
-                    return FetchResult(seg.file_records(bp.position, stop), self.log_start_offset, leo)
             data = seg.read_at(bp.position, want)
             return FetchResult(cut_below(data, limit), self.log_start_offset, leo)
         return FetchResult(b"", self.log_start_offset, leo)

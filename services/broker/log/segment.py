@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.broker.log.file_records import FileRecords
 from services.broker.log.index import OffsetIndex, TimeIndex
 from services.broker.log.txn_index import TxnIndex, index_path
 from shared.errors import CorruptRecordError
@@ -157,31 +156,6 @@ class LogSegment:
         if size <= 0:
             return b""
         return os.pread(self._fd, size, position)
-
-    def whole_batches_end(self, start: int, stop: int, limit: int) -> int:
-        """The end of the whole batches from ``start`` (a batch start) that end at or before ``stop`` and
-        whose last offset is below ``limit``: what ``cut_below`` keeps of ``read_at(start, stop - start)``,
-        found from the offset index and a few batch headers instead of the bytes."""
-        stop = min(stop, self.size)
-        if limit < self.next_offset:
-            reaching = self.find_batch(limit)  # the first batch holding an offset at or past the limit
-            if reaching is not None:
-                stop = min(stop, reaching.position)
-                if stop == reaching.position:
-                    return max(stop, start)
-        if stop >= self.size:
-            return self.size
-        pos = max(start, self.offset_index.position_at_or_before(stop))
-        while pos + HEADER_SIZE <= stop:
-            size = BatchHeader.parse(os.pread(self._fd, HEADER_SIZE, pos)).size
-            if pos + size > stop:
-                break
-            pos += size
-        return pos
-
-    def file_records(self, start: int, stop: int) -> FileRecords:
-        """Bytes ``[start, stop)`` to be sent from the file (``file_records``), on a duplicate descriptor."""
-        return FileRecords(os.dup(self._fd), start, stop - start)
 
     def find_batch(self, offset: int) -> BatchPosition | None:
         """The first batch whose last offset is at or after ``offset``."""
