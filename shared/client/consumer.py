@@ -1,9 +1,11 @@
 """The consumer: manual assignment, positions, and a fetcher thread that prefetches.
 
-The fetcher thread keeps one pipelined FetchStream per leader broker (see
-``fetch_stream``) with up to ``fetch_depth`` fetches in flight for the assigned
-partitions, at each partition's *fetch position* (which runs ahead of the
-application's position); a reader thread per stream files the responses.
+The fetcher thread keeps one fetch stream per leader broker: Kafka's Fetch on the
+broker's Kafka listener (``kafka_fetch``; each partition in one request at a time,
+up to two requests in flight for different partitions), or a pipelined gRPC
+FetchStream (``fetch_stream``) with up to ``fetch_depth`` fetches in flight, at each
+partition's *fetch position* (which runs ahead of the application's position); a
+reader thread per stream files the responses.
 Completed fetches wait, still as raw batches, in a buffer bounded by
 ``prefetch_bytes``; ``poll()`` decodes them one batch at a time in the caller's
 thread, drops records before the position (a batch can start earlier) and
@@ -333,18 +335,21 @@ FetchStream = PipelinedFetchStream[dict[TopicPartition, int]] | KafkaFetchStream
 
 #: How long a broker whose Kafka listener could not be reached is fetched from over gRPC instead
 KAFKA_FALLBACK_S = 60.0
+#: Kafka fetch requests one leader may have in flight, each for different partitions (``_pump_kafka``).
+KAFKA_FETCHES_IN_FLIGHT = 2
 
 
 class _LeaderFetch:
     """The consumer's fetch stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream; gRPC only)."""
 
-    __slots__ = ("stream", "synced", "idle", "throttled_until", "reader")
+    __slots__ = ("stream", "synced", "busy", "idle", "throttled_until", "reader")
 
     def __init__(self, stream: FetchStream) -> None:
         self.stream = stream
         self.reader: threading.Thread | None = None
         self.synced: dict[TopicPartition, int] = {}
+        self.busy: set[TopicPartition] = set()  # Kafka: partitions in a request whose response is not filed
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
         self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
 
@@ -907,10 +912,7 @@ class Consumer:
                                              name=f"tidelog-consumer-stream-{leader}", daemon=True)
                 lf.reader.start()
             if not lf.stream.pipelined:
-                # Kafka's Fetch: each request names the exact positions, so one at a time; the next
-                # goes out as the response arrives (_handle_fetch pumps), while poll() decodes it.
-                if not lf.stream.in_flight and all(st.buffered < self.prefetch_bytes for _, st in parts):
-                    self._send(lf, parts, incremental=False)
+                self._pump_kafka(lf, parts)
                 continue
             if any(lf.synced.get(tp) != st.generation for tp, st in parts):
                 if lf.stream.in_flight:
@@ -927,6 +929,22 @@ class Consumer:
                 self._send(lf, parts, incremental=True, max_wait_ms=0 if lf.stream.in_flight else None)
                 ahead += self.max_partition_fetch_bytes
 
+    def _pump_kafka(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
+        """Kafka's Fetch names each partition's exact position, so a partition is in one request at a time
+        and its next fetch goes out as its response is filed (_handle_fetch pumps), while poll() decodes.
+        With records flowing from two or more partitions of this leader, two requests are in flight, each
+        for half of them: the broker reads one while the other crosses the socket (one request's read,
+        send and receive otherwise follow each other). A partition with ``prefetch_bytes`` buffered
+        waits for poll()."""
+        free = [(tp, st) for tp, st in parts if tp not in lf.busy and st.buffered < self.prefetch_bytes]
+        if not free or lf.stream.in_flight >= KAFKA_FETCHES_IN_FLIGHT:
+            return
+        if not lf.busy and not lf.idle and len(free) > 1:
+            self._send(lf, free[::2], incremental=False)
+            self._send(lf, free[1::2], incremental=False)
+        else:
+            self._send(lf, free, incremental=False)
+
     def _new_stream(self, leader: int, now: float) -> FetchStream | None:
         """A fetch stream to ``leader`` (lock held: nothing is dialled here), or None until the fetcher
         thread has a gRPC channel to it. The Kafka stream connects in its reader thread."""
@@ -941,6 +959,7 @@ class Consumer:
               max_wait_ms: int | None = None) -> None:
         wait = self.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
         if isinstance(lf.stream, KafkaFetchStream):
+            lf.busy.update(tp for tp, _ in parts)
             lf.stream.fetch([(tp, st.fetch_position or 0) for tp, st in parts], {tp: st.generation for tp, st in parts},
                             max_wait_ms=wait, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                             partition_max_bytes=self.max_partition_fetch_bytes,
@@ -1003,6 +1022,7 @@ class Consumer:
         with self._lock:
             if isinstance(lf.stream, KafkaFetchStream):
                 lf.stream.done()  # filed below, under this lock: the next fetch may be sent
+                lf.busy.difference_update(sent)
             if resp.throttle_time_ms > 0:
                 lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
                 self.throttled_responses += 1

@@ -8,8 +8,10 @@ broker's Kafka door serves the same read as its gRPC door (``services/broker/kaf
 same ACLs, quotas and error codes, and answers as Kafka does, so this is what any Kafka client receives.
 
 Kafka's wire has no "continue where the last response ended" (the gRPC ``FetchStream`` does), so a
-request names each partition's exact fetch position and only one is in flight at a time
-(``pipelined = False``): the next is sent as soon as a response arrives, while the consumer decodes it.
+request names each partition's exact fetch position and a partition is in one request at a time
+(``pipelined = False``): its next is sent as soon as a response arrives, while the consumer decodes it.
+Requests for different partitions may be in flight together (the consumer keeps up to two per broker);
+responses come back in request order.
 
 Requests are sessionless full fetches (session epoch -1). ``receive()`` returns the response as a
 ``KafkaFetchResponse`` shaped like ``shared.proto.fetch_wire.FetchResponseView`` (``fetch_offset`` from the
@@ -172,7 +174,7 @@ def parse_fetch(buf: bytes, correlation_id: int, offsets: dict[TopicPartition, i
 
 
 class KafkaFetchStream(Generic[M]):
-    """Fetches to one broker's Kafka listener, one in flight; ``receive()`` returns each response with
+    """Fetches to one broker's Kafka listener, answered in order; ``receive()`` returns each response with
     the meta given to ``fetch``. One thread receives (and connects); any thread may ``fetch``."""
 
     pipelined = False

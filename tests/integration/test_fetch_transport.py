@@ -60,6 +60,43 @@ def test_kafka_transport_reads_what_grpc_reads(env) -> None:
         assert offsets == list(range(len(offsets)))
 
 
+def test_two_kafka_fetches_in_flight_never_share_a_partition(env, monkeypatch) -> None:
+    """With records flowing from several partitions of one leader, the consumer keeps two Kafka fetches in
+    flight to it, each for different partitions; every record arrives once, in order per partition."""
+    _, bootstrap, admin = env
+    topic = f"ft-two-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(topic, partitions=4, replication_factor=1)
+    n = 8000
+    with Producer(bootstrap, linger_ms=5, batch_size=16384) as p:
+        for i in range(n):
+            p.send(topic, i.to_bytes(4, "big") + bytes(500), partition=i % 4)
+        p.flush()
+    overlaps: list[object] = []
+    depth: list[int] = []
+    original = KafkaFetchStream.fetch
+
+    def fetch(self, partitions, meta, **kw):  # type: ignore[no-untyped-def]
+        with self._lock:
+            pending = {tp for _, offsets, _ in self._pending for tp in offsets}
+            overlaps.extend(tp for tp, _ in partitions if tp in pending)
+            depth.append(len(self._pending) + 1)
+        return original(self, partitions, meta, **kw)
+
+    monkeypatch.setattr(KafkaFetchStream, "fetch", fetch)
+    c = Consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=64 << 10)
+    try:
+        c.assign([TopicPartition(topic, i) for i in range(4)])
+        got = _read_all(c, n, 60)
+    finally:
+        c.close()
+    assert not overlaps, f"a partition was in two fetches at once: {overlaps[:5]}"
+    assert max(depth) == 2  # two in flight, never more
+    assert sorted(int.from_bytes(r[4][:4], "big") for r in got) == list(range(n))
+    for part in range(4):
+        offsets = [r[2] for r in got if r[1] == part]
+        assert offsets == list(range(n // 4))
+
+
 def test_seek_and_read_committed_over_kafka_transport(env) -> None:
     _, bootstrap, admin = env
     topic = f"ft-txn-{uuid.uuid4().hex[:8]}"
