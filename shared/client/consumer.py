@@ -343,13 +343,14 @@ class _LeaderFetch:
     """The consumer's fetch stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream; gRPC only)."""
 
-    __slots__ = ("stream", "synced", "busy", "idle", "throttled_until", "reader")
+    __slots__ = ("stream", "synced", "busy", "moving", "idle", "throttled_until", "reader")
 
     def __init__(self, stream: FetchStream) -> None:
         self.stream = stream
         self.reader: threading.Thread | None = None
         self.synced: dict[TopicPartition, int] = {}
         self.busy: set[TopicPartition] = set()  # Kafka: partitions in a request whose response is not filed
+        self.moving: set[TopicPartition] = set()  # Kafka: partitions whose last response had records
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
         self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
 
@@ -932,16 +933,26 @@ class Consumer:
     def _pump_kafka(self, lf: _LeaderFetch, parts: list[tuple[TopicPartition, PartitionState]]) -> None:
         """Kafka's Fetch names each partition's exact position, so a partition is in one request at a time
         and its next fetch goes out as its response is filed (_handle_fetch pumps), while poll() decodes.
-        With records flowing from two or more partitions of this leader, two requests are in flight, each
-        for half of them: the broker reads one while the other crosses the socket (one request's read,
-        send and receive otherwise follow each other). A partition with ``prefetch_bytes`` buffered
-        waits for poll()."""
+
+        While two or more free partitions of this leader had records in their last response (``moving``),
+        they are split between two requests in flight (the quiet ones ride with the first), so the broker
+        reads one while the other crosses the socket: otherwise one request's read, send and receive follow
+        each other. Those requests do not long-poll, because the broker answers a connection's requests
+        one at a time and a request waiting for records would hold up the other. A partition freed while one
+        of them is out follows in a request of its own, as long as it was moving. Otherwise one request at
+        a time long-polls for all the free partitions, as Kafka's consumer does. A partition with
+        ``prefetch_bytes`` buffered waits for poll()."""
         free = [(tp, st) for tp, st in parts if tp not in lf.busy and st.buffered < self.prefetch_bytes]
         if not free or lf.stream.in_flight >= KAFKA_FETCHES_IN_FLIGHT:
             return
-        if not lf.busy and not lf.idle and len(free) > 1:
-            self._send(lf, free[::2], incremental=False)
-            self._send(lf, free[1::2], incremental=False)
+        moving = [(tp, st) for tp, st in free if tp in lf.moving]
+        if lf.busy:
+            if moving:
+                self._send(lf, free, incremental=False, max_wait_ms=0)
+        elif len(moving) > 1:
+            quiet = [(tp, st) for tp, st in free if tp not in lf.moving]
+            self._send(lf, moving[::2] + quiet, incremental=False, max_wait_ms=0)
+            self._send(lf, moving[1::2], incremental=False, max_wait_ms=0)
         else:
             self._send(lf, free, incremental=False)
 
@@ -1023,6 +1034,9 @@ class Consumer:
             if isinstance(lf.stream, KafkaFetchStream):
                 lf.stream.done()  # filed below, under this lock: the next fetch may be sent
                 lf.busy.difference_update(sent)
+                lf.moving.difference_update(sent)
+                lf.moving.update(TopicPartition(t.name, p.partition) for t in resp.topics for p in t.partitions
+                                 if p.next_offset > p.fetch_offset and not p.error_code)
             if resp.throttle_time_ms > 0:
                 lf.throttled_until = time.monotonic() + resp.throttle_time_ms / 1000
                 self.throttled_responses += 1

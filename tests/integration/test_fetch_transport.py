@@ -62,39 +62,51 @@ def test_kafka_transport_reads_what_grpc_reads(env) -> None:
 
 def test_two_kafka_fetches_in_flight_never_share_a_partition(env, monkeypatch) -> None:
     """With records flowing from several partitions of one leader, the consumer keeps two Kafka fetches in
-    flight to it, each for different partitions; every record arrives once, in order per partition."""
+    flight to it, each for different partitions, and neither long-polls (the broker answers a connection's
+    requests in turn: a long-poll would hold up the other); a quiet partition does not stop it. Every
+    record arrives once, in order per partition."""
     _, bootstrap, admin = env
     topic = f"ft-two-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(topic, partitions=4, replication_factor=1)
-    n = 8000
+    # Six partitions with records over three brokers: some leader has two or more of them.
+    admin.create_topic(topic, partitions=7, replication_factor=1)
+    n = 9000
     with Producer(bootstrap, linger_ms=5, batch_size=16384) as p:
         for i in range(n):
-            p.send(topic, i.to_bytes(4, "big") + bytes(500), partition=i % 4)
+            p.send(topic, i.to_bytes(4, "big") + bytes(500), partition=i % 6)  # partition 6 stays empty
         p.flush()
     overlaps: list[object] = []
+    long_polls_beside_another: list[object] = []
     depth: list[int] = []
+    waits: dict[tuple[int, int], int] = {}  # (stream, correlation id) -> the request's max_wait_ms
     original = KafkaFetchStream.fetch
 
     def fetch(self, partitions, meta, **kw):  # type: ignore[no-untyped-def]
         with self._lock:
             pending = {tp for _, offsets, _ in self._pending for tp in offsets}
             overlaps.extend(tp for tp, _ in partitions if tp in pending)
+            if self._pending and (kw["max_wait_ms"] > 0 or any(waits.get((id(self), corr), 0) > 0
+                                                               for corr, _, _ in self._pending)):
+                long_polls_beside_another.append([tp for tp, _ in partitions])
             depth.append(len(self._pending) + 1)
-        return original(self, partitions, meta, **kw)
+        original(self, partitions, meta, **kw)  # (sends are serialised by the consumer's lock)
+        waits[(id(self), self._correlation)] = kw["max_wait_ms"]
 
     monkeypatch.setattr(KafkaFetchStream, "fetch", fetch)
     c = Consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=64 << 10)
     try:
-        c.assign([TopicPartition(topic, i) for i in range(4)])
+        c.assign([TopicPartition(topic, i) for i in range(7)])
         got = _read_all(c, n, 60)
+        time.sleep(1)  # caught up: back to one long-poll at a time
+        assert not c.poll(100)
     finally:
         c.close()
     assert not overlaps, f"a partition was in two fetches at once: {overlaps[:5]}"
+    assert not long_polls_beside_another, long_polls_beside_another[:5]
     assert max(depth) == 2  # two in flight, never more
     assert sorted(int.from_bytes(r[4][:4], "big") for r in got) == list(range(n))
-    for part in range(4):
+    for part in range(6):
         offsets = [r[2] for r in got if r[1] == part]
-        assert offsets == list(range(n // 4))
+        assert offsets == list(range(n // 6))
 
 
 def test_seek_and_read_committed_over_kafka_transport(env) -> None:
