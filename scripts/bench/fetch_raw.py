@@ -8,6 +8,9 @@ process's CPU per MiB received, for one of three ways of calling the broker:
   aio     FetchStream through grpc.aio on one event loop, four in flight
   kafka   the broker's Kafka listener as the consumer's default transport uses it (KafkaFetchStream:
           Kafka's Fetch v11 on a plain socket, one in flight, each at the exact next offset)
+  kafka-one, kafka-two
+          partitions 0 and 1 over the Kafka listener: one request for both at a time, or one request
+          for each, both in flight (as the consumer splits partitions that keep returning records)
 
     python scripts/bench/fetch_raw.py --data-dir /tmp/bt --topic t --mode stream|kafka --mib 1500
 
@@ -107,11 +110,50 @@ def run_kafka(addr: str, tp: TopicPartition, end: int, want: int) -> int:
     return got
 
 
+def run_kafka_pair(addr: str, tps: list[TopicPartition], want: int, split: bool) -> int:
+    """Partitions ``tps`` (two) in one request at a time, or (``split``) one request each, both in flight."""
+    stream: KafkaFetchStream[TopicPartition | None] = KafkaFetchStream(addr, 0, "fetch-raw", 10)
+    stream.connect()
+
+    def fetch(parts: list[tuple[TopicPartition, int]], meta: TopicPartition | None) -> None:
+        stream.fetch(parts, meta, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, partition_max_bytes=1 << 20,
+                     isolation_level=0)
+
+    fetch([(tp, 0) for tp in tps], None)
+    resp, _ = stream.receive()
+    ends = {TopicPartition(t.name, p.partition): p.high_watermark for t in resp.topics for p in t.partitions}
+    pos = dict.fromkeys(tps, 0)
+    got = 0
+
+    def file(resp: object) -> None:
+        nonlocal got
+        for t in resp.topics:  # type: ignore[attr-defined]
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                got += p.records_size
+                pos[tp] = p.next_offset if p.next_offset < ends[tp] else 0
+
+    if split:
+        for tp in tps:
+            fetch([(tp, 0)], tp)
+        while got < want:
+            resp, tp = stream.receive()
+            file(resp)
+            fetch([(tp, pos[tp])], tp)
+    else:
+        while got < want:
+            fetch([(tp, pos[tp]) for tp in tps], None)
+            resp, _ = stream.receive()
+            file(resp)
+    stream.close()
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", required=True, help="a local cluster's data dir (cluster.json)")
     ap.add_argument("--topic", default="t")
-    ap.add_argument("--mode", choices=("stream", "unary", "aio", "kafka"), default="stream")
+    ap.add_argument("--mode", choices=("stream", "unary", "aio", "kafka", "kafka-one", "kafka-two"), default="stream")
     ap.add_argument("--mib", type=int, default=1500, help="MiB to receive")
     args = ap.parse_args()
     addr = bootstrap_servers(None, None, args.data_dir).split(",")[0]
@@ -129,6 +171,9 @@ def main() -> None:
         got = run_unary(addr, tp, end, want)
     elif args.mode == "kafka":
         got = run_kafka(kafka_bootstrap(None, args.data_dir).split(",")[0], tp, end, want)
+    elif args.mode in ("kafka-one", "kafka-two"):
+        got = run_kafka_pair(kafka_bootstrap(None, args.data_dir).split(",")[0],
+                             [tp, TopicPartition(args.topic, 1)], want, args.mode == "kafka-two")
     else:
         got = asyncio.run(run_aio(addr, tp, end, want))
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
