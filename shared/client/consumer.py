@@ -343,7 +343,7 @@ class _LeaderFetch:
     """The consumer's fetch stream to one leader, and the partitions it has positioned there
     (partition -> the generation whose fetch position the broker holds for this stream; gRPC only)."""
 
-    __slots__ = ("stream", "synced", "busy", "moving", "idle", "throttled_until", "reader")
+    __slots__ = ("stream", "synced", "busy", "moving", "polling", "idle", "throttled_until", "reader")
 
     def __init__(self, stream: FetchStream) -> None:
         self.stream = stream
@@ -351,6 +351,7 @@ class _LeaderFetch:
         self.synced: dict[TopicPartition, int] = {}
         self.busy: set[TopicPartition] = set()  # Kafka: partitions in a request whose response is not filed
         self.moving: set[TopicPartition] = set()  # Kafka: partitions whose last response had records
+        self.polling = False  # Kafka: the request in flight long-polls (it is then the only one)
         self.idle = False  # the last response carried no records: keep one fetch in flight, not fetch_depth
         self.throttled_until = 0.0  # the broker asked for a pause (throttle_time_ms, KIP-219)
 
@@ -940,14 +941,15 @@ class Consumer:
         each other. Those requests do not long-poll, because the broker answers a connection's requests
         one at a time and a request waiting for records would hold up the other. A partition freed while one
         of them is out follows in a request of its own, as long as it was moving. Otherwise one request at
-        a time long-polls for all the free partitions, as Kafka's consumer does. A partition with
+        a time long-polls for all the free partitions, as Kafka's consumer does, and nothing is sent beside
+        it (``polling``): a partition freed meanwhile waits for its answer. A partition with
         ``prefetch_bytes`` buffered waits for poll()."""
         free = [(tp, st) for tp, st in parts if tp not in lf.busy and st.buffered < self.prefetch_bytes]
         if not free or lf.stream.in_flight >= KAFKA_FETCHES_IN_FLIGHT:
             return
         moving = [(tp, st) for tp, st in free if tp in lf.moving]
         if lf.busy:
-            if moving:
+            if moving and not lf.polling:
                 self._send(lf, free, incremental=False, max_wait_ms=0)
         elif len(moving) > 1:
             quiet = [(tp, st) for tp, st in free if tp not in lf.moving]
@@ -971,6 +973,7 @@ class Consumer:
         wait = self.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
         if isinstance(lf.stream, KafkaFetchStream):
             lf.busy.update(tp for tp, _ in parts)
+            lf.polling = wait > 0
             lf.stream.fetch([(tp, st.fetch_position or 0) for tp, st in parts], {tp: st.generation for tp, st in parts},
                             max_wait_ms=wait, min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
                             partition_max_bytes=self.max_partition_fetch_bytes,
@@ -1034,6 +1037,7 @@ class Consumer:
             if isinstance(lf.stream, KafkaFetchStream):
                 lf.stream.done()  # filed below, under this lock: the next fetch may be sent
                 lf.busy.difference_update(sent)
+                lf.polling = False  # a long-poll is the only request in flight: this was its answer
                 lf.moving.difference_update(sent)
                 lf.moving.update(TopicPartition(t.name, p.partition) for t in resp.topics for p in t.partitions
                                  if p.next_offset > p.fetch_offset and not p.error_code)
