@@ -1,6 +1,6 @@
 """The consumer's floor on the gRPC door: the client CPU that receiving fetch responses costs, with no
 decoding at all. Reads partition 0 of TOPIC again and again in 1 MiB fetches and prints MB/s and the
-process's CPU per MiB received, for one of three ways of calling the broker:
+process's CPU per MiB received, for one of these ways of calling the broker:
 
   stream  FetchStream as the consumer uses it (PipelinedFetchStream: four requests in flight, a thread
           per direction in grpcio)
@@ -30,7 +30,7 @@ from shared.cli.bench_kafka import kafka_bootstrap
 from shared.cli.connect import bootstrap_servers
 from shared.client.cluster import CHANNEL_OPTIONS, BrokerClientStub
 from shared.client.fetch_stream import PipelinedFetchStream, fetch_request
-from shared.client.kafka_fetch import KafkaFetchStream
+from shared.client.kafka_fetch import KafkaFetchResponse, KafkaFetchStream
 from shared.proto import tidelog_pb2 as pb
 from shared.proto.fetch_wire import FetchPartitionView, parse_fetch_response
 from shared.types import TopicPartition
@@ -125,9 +125,9 @@ def run_kafka_pair(addr: str, tps: list[TopicPartition], want: int, split: bool)
     pos = dict.fromkeys(tps, 0)
     got = 0
 
-    def file(resp: object) -> None:
+    def file(resp: KafkaFetchResponse) -> None:
         nonlocal got
-        for t in resp.topics:  # type: ignore[attr-defined]
+        for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition)
                 got += p.records_size
