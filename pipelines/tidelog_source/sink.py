@@ -72,6 +72,7 @@ from pyspark.sql.types import StructType
 
 from pipelines.tidelog_source.options import OptionError
 from pipelines.tidelog_source.security import SecurityOptions, parse_security_options
+from shared.client import tables
 from shared.client.cluster import ClusterClient
 from shared.client.group_coordinator import GroupCoordinatorClient
 from shared.client.transactions import ConsumerGroupMetadata, TransactionHandle, TxnCoordinatorClient
@@ -145,55 +146,17 @@ class WriteCommit(WriterCommitMessage):
     transaction: TransactionHandle | None = None
 
 
-def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
-    """A key/value column as Arrow binary (string columns are UTF-8: the bytes are not copied)."""
-    if name not in batch.schema.names:
-        return None
-    col = batch.column(name)
-    t = col.type
-    if pa.types.is_null(t):
-        return None if name == "key" else col
-    if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t)):
-        raise OptionError(f"key and value columns must be binary or string, got {t} for {name}")
-    return col
-
-
 def send_rows(producer: Any, topic_opt: str | None, batches: Iterator[pa.RecordBatch]) -> tuple[int, list[Any]]:
-    """Produce every row (key, value, optional topic/partition/headers columns) through
-    ``Producer.send_batch``, one call per Arrow batch (and topic): the row count and the futures (one
-    per record batch) to check once flushed."""
-    import pyarrow.compute as pc
-
-    n = 0
-    futures: list[Any] = []
-    for batch in batches:
-        cols = batch.schema.names
-        if "value" not in cols:
-            raise OptionError("the DataFrame needs a value column")
-        if not batch.num_rows:
-            continue
-        values = _binary_column(batch, "value")
-        keys = _binary_column(batch, "key")
-        parts = batch.column("partition") if "partition" in cols else None
-        hdrs = batch.column("headers") if "headers" in cols else None
-        topics = batch.column("topic") if "topic" in cols and not topic_opt else None
-        if topics is None and not topic_opt:
-            raise OptionError("give option topic or a topic column")
-        if topics is None:
-            groups: list[tuple[str, pa.Array | None]] = [(topic_opt, None)]  # type: ignore[list-item]
-        else:
-            if topics.null_count:
-                raise OptionError("the topic column has a null: give every row a topic")
-            names = pc.unique(topics).to_pylist()
-            groups = [(t, None) if len(names) == 1 else (t, pc.equal(topics, t)) for t in names]
-        for topic, mask in groups:
-            def pick(col: Any, mask: Any = mask) -> Any:
-                return col if col is None or mask is None else pc.filter(col, mask)
-            futures += producer.send_batch(topic, pick(values), keys=pick(keys), headers=pick(hdrs),
-                                           partition=pick(parts))
-        n += batch.num_rows
-    return n, futures
+    """Produce every row (key, value, optional topic/partition/headers columns; a timestamp column is
+    ignored, as by Spark's Kafka sink) through ``Producer.send_batch``, one call per Arrow batch (and
+    topic): the row count and the futures (one per record batch) to check once flushed. Bad columns
+    are an ``OptionError``."""
+    try:
+        return tables.send_rows(producer, topic_opt, batches)
+    except OptionError:
+        raise
+    except ValueError as exc:
+        raise OptionError(str(exc)) from exc
 
 
 def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Any:

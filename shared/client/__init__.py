@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from shared.client.futures import FutureRecordMetadata, RecordMetadata
     from shared.client.partitioner import murmur2, partition_for_key
     from shared.client.producer import Producer
+    from shared.client.tables import read_arrow, write_arrow
     from shared.client.transactions import (
         ConsumerGroupMetadata,
         FatalTransactionError,
@@ -44,6 +45,8 @@ _WHERE = {
     "TransactionAbortableError": "shared.client.transactions",
     "TransactionError": "shared.client.transactions",
     "TopicPartition": "shared.types",
+    "read_arrow": "shared.client.tables",
+    "write_arrow": "shared.client.tables",
 }
 
 __all__ = [
@@ -63,6 +66,8 @@ __all__ = [
     "TransactionError",
     "murmur2",
     "partition_for_key",
+    "read_arrow",
+    "write_arrow",
 ]
 
 

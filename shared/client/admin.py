@@ -14,7 +14,7 @@ import httpx
 
 from shared.client.cluster import ClusterClient
 from shared.client.security import authentication_failed, client_security, http_options
-from shared.errors import ErrorCode, TidelogError
+from shared.errors import ErrorCode, TidelogError, error_for
 
 
 class Admin:
@@ -80,7 +80,7 @@ class Admin:
                 msg = body.get("message", resp.text)
             except ValueError:
                 code, msg = ErrorCode.UNKNOWN_SERVER_ERROR, resp.text
-            raise TidelogError(msg, code=code)
+            raise error_for(code, msg)  # the code's own class (TopicExistsError, ...), a TidelogError
         return resp.json() if resp.content else None
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,

@@ -12,10 +12,10 @@ import sys
 from tests.conftest import REPO
 
 
-def _python_snippet(marker: str = "p.send(") -> str:
+def _python_snippet(marker: str = "p.send(", needs: str = "Producer(") -> str:
     with open(os.path.join(REPO, "README.md")) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    [snippet] = [b for b in blocks if marker in b and "Producer(" in b and "SASL_SSL" not in b]  # not Security's
+    [snippet] = [b for b in blocks if marker in b and needs in b and "SASL_SSL" not in b]  # not Security's
     return snippet
 
 
@@ -59,3 +59,17 @@ def test_the_readme_kafka_client_snippet_runs_against_the_kafka_listener(cluster
                        env=env)
     assert r.returncode == 0, r.stderr
     assert "b'k' b'hello' [('h', b'1')]" in r.stdout, r.stdout
+
+
+def test_the_readme_table_snippet_writes_and_reads_in_one_call_each(cluster) -> None:
+    """The one-call snippet: a pandas DataFrame written with write_arrow, the topic read with read_arrow; run
+    twice, the second read holds both runs' records."""
+    snippet = _python_snippet("write_arrow(bootstrap", "read_arrow(")
+    env = {**os.environ, "TIDELOG_DATA_DIR": cluster.info["data_dir"]}
+    for run in (1, 2):
+        r = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, cwd=REPO,
+                           env=env)
+        assert r.returncode == 0, r.stderr
+        assert "100000 records written" in r.stdout, r.stdout
+        assert f"{100_000 * run} records read;" in r.stdout, r.stdout
+        assert "user-" in r.stdout and "partition" in r.stdout, r.stdout

@@ -1,0 +1,170 @@
+"""``read_arrow`` / ``write_arrow`` on the shared cluster: a pandas table written and read back in one call
+each, copied to another topic as it is, read by ranges and times, under read_committed (an aborted and an
+open transaction), and refused clearly when the input is wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from shared.client import Consumer, Producer, TopicPartition, partition_for_key, read_arrow, write_arrow
+from shared.client.consumer import arrow_table_schema
+from shared.errors import ErrorCode, TidelogError, TopicExistsError, UnknownTopicOrPartitionError
+
+
+def _topic(admin: Any, partitions: int = 3) -> str:
+    name = f"tables-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(name, partitions=partitions, replication_factor=1)
+    return name
+
+
+def test_a_pandas_table_round_trips_and_copies(env: Any) -> None:
+    _, bootstrap, admin = env
+    src, dst = _topic(admin), _topic(admin)
+    n = 20_000
+    stamp = pd.Timestamp("2026-01-02T03:04:05.678Z")
+    df = pd.DataFrame({
+        "key": [f"user-{i % 97}" for i in range(n)],
+        "value": [f"order {i}".encode() for i in range(n)],
+        "timestamp": [stamp + pd.Timedelta(milliseconds=i) for i in range(n)],
+    })
+    assert write_arrow(bootstrap, src, df, acks="all") == n
+
+    table = read_arrow(bootstrap, src)
+    assert table.schema == arrow_table_schema()
+    assert table.num_rows == n
+    part = table.column("partition").to_numpy()
+    off = table.column("offset").to_numpy()
+    assert np.all(np.diff(part) >= 0)  # by partition, then offset
+    for p in range(3):
+        assert off[part == p].tolist() == list(range(int((part == p).sum())))
+    rows = table.select(["key", "value", "partition", "timestamp"]).to_pylist()
+    assert sorted(r["value"] for r in rows) == sorted(df["value"])
+    for r in rows[:500]:  # keyed rows land where send() puts them (murmur2)
+        assert r["partition"] == partition_for_key(r["key"], 3)
+    by_value = {r["value"]: r for r in rows}
+    for i in (0, 1, n - 1):
+        r = by_value[f"order {i}".encode()]
+        assert r["key"] == f"user-{i % 97}".encode()
+        assert r["timestamp"] == (stamp + pd.Timedelta(milliseconds=i)).to_pydatetime()
+
+    # A table read_arrow returned goes back in as it is: keys, values, headers and timestamps kept.
+    assert write_arrow(bootstrap, dst, table) == n
+    copy = read_arrow(bootstrap, dst)
+    cols = ["key", "value", "partition", "offset", "timestamp", "headers"]
+    assert copy.select(cols).equals(table.select(cols))
+
+
+def test_ranges_times_and_headers(env: Any) -> None:
+    _, bootstrap, admin = env
+    topic = _topic(admin, partitions=2)
+    with Producer(bootstrap, linger_ms=2) as p:
+        for i in range(100):
+            p.send(topic, b"v%d" % i, partition=i % 2, timestamp=1_700_000_000_000 + i,
+                   headers=[("n", b"%d" % i)] if i % 10 == 0 else None)
+        p.flush()
+    whole = read_arrow(bootstrap, topic)
+    assert whole.column("partition").to_pylist() == [0] * 50 + [1] * 50
+    assert whole.column("headers").to_pylist()[0] == [{"key": "n", "value": b"0"}]
+
+    part = read_arrow(bootstrap, topic, partitions=[1], start={1: 10}, end={1: 20})
+    assert part.column("offset").to_pylist() == list(range(10, 20))
+    assert part.column("value").to_pylist() == [b"v%d" % (2 * o + 1) for o in range(10, 20)]
+    # Partitions a bound does not name take its default (-2 earliest, -1 latest, as Spark's JSON offsets).
+    mixed = read_arrow(bootstrap, topic, start={0: 45, 1: -2}, end={1: 3})
+    assert [(r["partition"], r["offset"]) for r in mixed.select(["partition", "offset"]).to_pylist()] == \
+        [(0, o) for o in range(45, 50)] + [(1, o) for o in range(3)]
+
+    since = read_arrow(bootstrap, topic, start=dt.datetime.fromtimestamp(1_700_000_000.090, dt.UTC))
+    assert sorted(since.column("value").to_pylist()) == sorted(b"v%d" % i for i in range(90, 100))
+    naive_utc = dt.datetime(2023, 11, 14, 22, 13, 20, 90_000)  # naive: taken as UTC
+    assert read_arrow(bootstrap, topic, start=naive_utc).num_rows == 10
+    assert read_arrow(bootstrap, topic, end=dt.datetime.fromtimestamp(1_700_000_000.004, dt.UTC)).num_rows == 4
+
+    empty = read_arrow(bootstrap, topic, start="latest")
+    assert empty.num_rows == 0 and empty.schema == arrow_table_schema()
+    assert read_arrow(bootstrap, topic, start={0: 30}, end={0: 30}, partitions=[0]).num_rows == 0
+
+    # An end past what the log holds is waited for, up to timeout_ms.
+    t0 = time.monotonic()
+    with pytest.raises(TidelogError) as exc:
+        read_arrow(bootstrap, topic, partitions=[0], end={0: 51}, timeout_ms=1500)
+    assert exc.value.code == ErrorCode.REQUEST_TIMED_OUT and "not read up to their end offset" in str(exc.value)
+    assert time.monotonic() - t0 < 15
+
+
+def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env: Any) -> None:
+    _, bootstrap, admin = env
+    topic = _topic(admin, partitions=1)
+    tag = uuid.uuid4().hex[:6]
+    with Producer(bootstrap, transactional_id=f"tables-a-{tag}", max_block_ms=30_000) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send_batch(topic, [b"committed-%d" % i for i in range(50)])
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send_batch(topic, [b"aborted-%d" % i for i in range(30)])
+        p.flush()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send_batch(topic, [b"later-%d" % i for i in range(20)])
+        p.commit_transaction()
+    opened = Producer(bootstrap, transactional_id=f"tables-o-{tag}", max_block_ms=30_000)
+    try:
+        opened.init_transactions()
+        opened.begin_transaction()
+        opened.send_batch(topic, [b"open-%d" % i for i in range(10)])
+        opened.flush()
+        committed = read_arrow(bootstrap, topic, isolation_level="read_committed", timeout_ms=20_000)
+        values = committed.column("value").to_pylist()
+        assert values == [b"committed-%d" % i for i in range(50)] + [b"later-%d" % i for i in range(20)]
+        everything = read_arrow(bootstrap, topic, timeout_ms=20_000)
+        assert sum(v.startswith(b"aborted-") for v in everything.column("value").to_pylist()) == 30
+        assert sum(v.startswith(b"open-") for v in everything.column("value").to_pylist()) == 10
+    finally:
+        opened.abort_transaction()
+        opened.close()
+
+
+def test_bad_input_is_refused_clearly(env: Any) -> None:
+    _, bootstrap, admin = env
+    topic = _topic(admin, partitions=1)
+    with pytest.raises(TopicExistsError):  # Admin raises the code's own class, as the README's snippets catch it
+        admin.create_topic(topic)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        read_arrow(bootstrap, f"missing-{uuid.uuid4().hex[:6]}", timeout_ms=3000)
+    with pytest.raises(UnknownTopicOrPartitionError, match="no partition 4"):
+        read_arrow(bootstrap, topic, partitions=[0, 4])
+    with pytest.raises(ValueError, match="'earliest', 'latest'"):
+        read_arrow(bootstrap, topic, start="beginning")
+    with pytest.raises(TypeError, match="start must be"):
+        read_arrow(bootstrap, topic, start=12)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="names partition 3"):
+        read_arrow(bootstrap, topic, end={3: 10})
+    with pytest.raises(ValueError, match=">= 0"):
+        read_arrow(bootstrap, topic, start={0: -7})
+    with pytest.raises(ValueError, match="without a consumer group"):
+        read_arrow(bootstrap, topic, group_id="g")
+    with pytest.raises(ValueError, match="value column"):
+        write_arrow(bootstrap, topic, pa.table({"key": [b"k"]}))
+    with pytest.raises(ValueError, match="binary or string"):
+        write_arrow(bootstrap, topic, pa.table({"value": [1, 2]}))
+    with pytest.raises(ValueError, match="timestamp column"):
+        write_arrow(bootstrap, topic, pa.table({"value": [b"v"], "timestamp": ["yesterday"]}))
+    with pytest.raises(ValueError, match="transactions"):
+        write_arrow(bootstrap, topic, pa.table({"value": [b"v"]}), transactional_id="t")
+    assert read_arrow(bootstrap, topic).num_rows == 0  # nothing was written by the refused calls
+    # A partition the topic does not have: refused (after max_block_ms of metadata refreshes, as Kafka's
+    # producer waits for a partition to appear) before any row of the table is sent.
+    with pytest.raises(ValueError, match="partition 9 out of range"):
+        write_arrow(bootstrap, topic, pa.table({"value": [b"a", b"b"], "partition": [0, 9]}), max_block_ms=1000)
+    with Consumer(bootstrap) as c:
+        tp = TopicPartition(topic, 0)
+        assert c.end_offsets([tp])[tp] == 0
