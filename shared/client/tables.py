@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ErrorCode, error_for
+from shared.errors import ErrorCode, OffsetOutOfRangeError, error_for
 from shared.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 Bound = str | dt.datetime | Mapping[int, int]
 
 EARLIEST, LATEST = -2, -1
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 #: send_batch's batches are cut where send() would cut them: 1 MiB batches, not Kafka's 16 KiB default
 #: (a 1 KiB column ran at ~15 MB/s with 16 KiB batches here, 175-600 MB/s with 1 MiB).
 WRITE_DEFAULTS: dict[str, Any] = {"batch_size": 1 << 20, "max_request_size": 4 << 20, "linger_ms": 5}
@@ -63,9 +64,10 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
     if timeout_ms < 0:
         raise ValueError("timeout_ms must be >= 0")
     deadline = time.monotonic() + timeout_ms / 1000
-    reset = "earliest" if isinstance(start, str) and start == "earliest" else "none"
     consumer_configs.setdefault("request_timeout_ms", min(max(timeout_ms, 1), 30_000))
-    with Consumer(bootstrap_servers, auto_offset_reset=reset, **consumer_configs) as consumer:
+    # OffsetOutOfRange is handled here, not by the consumer's reset: only a start of "earliest" may move on
+    # (to the new log start), and never backwards.
+    with Consumer(bootstrap_servers, auto_offset_reset="none", **consumer_configs) as consumer:
         known = consumer.cluster.partitions_for(topic, min(timeout_ms / 1000, 10))  # raises for an unknown topic
         wanted = sorted(known) if partitions is None else sorted(set(partitions))
         missing = [p for p in wanted if p not in known]
@@ -74,7 +76,9 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
         tps = [TopicPartition(topic, p) for p in wanted]
         starts = _offsets(consumer, tps, start, EARLIEST, "start")
         ends = _offsets(consumer, tps, end, LATEST, "end")
+        from_earliest = {tp for tp in tps if _earliest(start, tp.partition)}
         chunks: dict[TopicPartition, list[pa.RecordBatch]] = {tp: [] for tp in tps}
+        after = dict(starts)  # per partition, the offset the next kept row must reach
         todo = [tp for tp in tps if starts[tp] < ends[tp]]
         if todo:
             consumer.assign(todo)
@@ -86,9 +90,18 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
                 raise error_for(ErrorCode.REQUEST_TIMED_OUT,
                                 f"read_arrow of {topic}: {len(todo)} partition(s) not read up to their end offset "
                                 f"within {timeout_ms} ms")
-            table = consumer.poll_arrow(timeout_ms=min(left_ms, 500))
+            try:
+                table = consumer.poll_arrow(timeout_ms=min(left_ms, 500))
+            except OffsetOutOfRangeError:
+                firsts = consumer.beginning_offsets(todo)
+                gone = [tp for tp in todo if tp in from_earliest and consumer.position(tp) < firsts[tp]]
+                if not gone:  # an explicit start removed, or a log truncated below what was read: not skipped
+                    raise
+                for tp in gone:  # retention removed records after the read began: "earliest" moves on
+                    consumer.seek(tp, firsts[tp])
+                continue
             for batch in table.to_batches():
-                _keep(batch, chunks, ends, topic)
+                _keep(batch, chunks, after, ends, topic)
             done = [tp for tp in todo if consumer.position(tp) >= ends[tp]]
             if done:
                 todo = [tp for tp in todo if tp not in done]
@@ -97,19 +110,39 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
         return pa.Table.from_batches([b for tp in tps for b in chunks[tp]], arrow_table_schema())
 
 
-def _keep(batch: pa.RecordBatch, chunks: dict[TopicPartition, list[pa.RecordBatch]],
+def _keep(batch: pa.RecordBatch, chunks: dict[TopicPartition, list[pa.RecordBatch]], after: dict[TopicPartition, int],
           ends: dict[TopicPartition, int], topic: str) -> None:
-    """File one of poll_arrow's batches (one partition's, in offset order) under its partition, cut at
-    the partition's end offset."""
+    """File one of poll_arrow's batches (one partition's, in offset order) under its partition: the rows
+    from ``after[tp]`` (nothing kept twice, nothing out of order) up to the partition's end offset."""
     import numpy as np
 
     if not batch.num_rows:
         return
     tp = TopicPartition(topic, batch.column("partition")[0].as_py())
     offsets = batch.column("offset").to_numpy(zero_copy_only=False)
-    n = int(np.searchsorted(offsets, ends[tp]))  # offsets rise within a batch
-    if n:
-        chunks[tp].append(batch if n == batch.num_rows else batch.slice(0, n))
+    lo = int(np.searchsorted(offsets, after[tp]))  # offsets rise within a batch
+    hi = int(np.searchsorted(offsets, ends[tp]))
+    if hi > lo:
+        chunks[tp].append(batch if hi - lo == batch.num_rows else batch.slice(lo, hi - lo))
+        after[tp] = int(offsets[hi - 1]) + 1
+
+
+def _earliest(bound: Bound, partition: int) -> bool:
+    """Whether a start bound is "earliest" for this partition."""
+    if isinstance(bound, str):
+        return bound == "earliest"
+    if isinstance(bound, Mapping):
+        return _partition_offsets(bound).get(partition, EARLIEST) == EARLIEST
+    return False
+
+
+def _partition_offsets(bound: Mapping[Any, Any]) -> dict[int, int]:
+    """``{partition: offset}`` with the keys as ints (Spark's JSON offsets, read with ``json.loads``, have
+    string keys)."""
+    try:
+        return {int(p): int(o) for p, o in bound.items()}
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"offsets must map partition numbers to offsets: {exc}") from None
 
 
 def _offsets(consumer: Any, tps: list[TopicPartition], bound: Bound, default: int,
@@ -120,7 +153,8 @@ def _offsets(consumer: Any, tps: list[TopicPartition], bound: Bound, default: in
             raise ValueError(f"{name} must be 'earliest', 'latest', a datetime or {{partition: offset}}, not {bound!r}")
         wanted = dict.fromkeys(tps, EARLIEST if bound == "earliest" else LATEST)
     elif isinstance(bound, dt.datetime):
-        ms = int((bound if bound.tzinfo else bound.replace(tzinfo=dt.UTC)).timestamp() * 1000)
+        # Kafka's timestamps are whole milliseconds: the first at or after the bound, rounded up.
+        ms = -(-((bound if bound.tzinfo else bound.replace(tzinfo=dt.UTC)) - _EPOCH) // dt.timedelta(milliseconds=1))
         if ms < 0:
             raise ValueError(f"{name} must not be before 1970")
         found = consumer.offsets_for_times(dict.fromkeys(tps, ms))
@@ -130,10 +164,11 @@ def _offsets(consumer: Any, tps: list[TopicPartition], bound: Bound, default: in
             out |= consumer.end_offsets(later)
         return out
     elif isinstance(bound, Mapping):
-        unknown = sorted(set(bound) - {tp.partition for tp in tps})
+        given = _partition_offsets(bound)
+        unknown = sorted(set(given) - {tp.partition for tp in tps})
         if unknown:
             raise ValueError(f"{name} names partition {unknown[0]}, which is not read")
-        wanted = {tp: int(bound.get(tp.partition, default)) for tp in tps}
+        wanted = {tp: given.get(tp.partition, default) for tp in tps}
         bad = [o for o in wanted.values() if o < EARLIEST]
         if bad:
             raise ValueError(f"{name} offsets must be >= 0, or -2 (earliest) / -1 (latest), not {bad[0]}")
@@ -164,6 +199,7 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     data = table if isinstance(table, pa.Table) else (
         pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else pa.table(table))
     with Producer(bootstrap_servers, **(WRITE_DEFAULTS | producer_configs)) as producer:
+        _check_partitions(producer, topic, data)  # before any row goes: a table is sent whole or refused
         n, futures = send_rows(producer, topic, data.to_batches(), timestamps=True)
         producer.flush()
         failure = None
@@ -177,6 +213,22 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     return n
 
 
+def _check_partitions(producer: Any, topic: str, data: pa.Table) -> None:
+    """A partition column's values exist in the topic (waiting up to ``max_block_ms`` for it to grow, as
+    ``send_batch`` would), checked for the whole table before its first batch is sent. The columns' types
+    are the same in every batch of a table, so the first batch's checks stand for all."""
+    import pyarrow.compute as pc
+
+    if "partition" not in data.column_names or not data.num_rows:
+        return
+    bounds = pc.min_max(data.column("partition"))
+    lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+    if lo is not None and lo < 0:
+        raise ValueError(f"partition {lo} out of range for {topic}")
+    if hi is not None and hi >= len(producer.partitions_for(topic)):
+        producer._wait_for_partition(topic, hi)
+
+
 # -- rows to send_batch (also the Spark sink's) --------------------------------------------------------------
 
 
@@ -187,6 +239,10 @@ def binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     if name not in batch.schema.names:
         return None
     col = batch.column(name)
+    if pa.types.is_dictionary(col.type):  # a pandas category column
+        col = col.dictionary_decode()
+    if pa.types.is_fixed_size_binary(col.type):
+        col = col.cast(pa.binary())
     t = col.type
     if pa.types.is_null(t):
         return None if name == "key" else col
@@ -205,8 +261,11 @@ def _timestamps_ms(batch: pa.RecordBatch) -> Any:
     col = batch.column("timestamp")
     if pa.types.is_timestamp(col.type):  # finer than milliseconds: cut to them, as Kafka's timestamps are
         return col.cast(pa.timestamp("ms", col.type.tz), safe=False)
-    if pa.types.is_integer(col.type):
-        return col
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):  # pandas: ints with a None are floats
+        try:
+            return col.cast(pa.int64())
+        except pa.ArrowInvalid as exc:
+            raise ValueError(f"the timestamp column must hold whole milliseconds: {exc}") from None
     raise ValueError(f"the timestamp column must be a timestamp or int64 milliseconds, got {col.type}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -19,15 +20,26 @@ from shared.client.consumer import arrow_table_schema
 from shared.errors import ErrorCode, TidelogError, TopicExistsError, UnknownTopicOrPartitionError
 
 
-def _topic(admin: Any, partitions: int = 3) -> str:
-    name = f"tables-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(name, partitions=partitions, replication_factor=1)
-    return name
+@pytest.fixture
+def new_topic(env: Any) -> Iterator[Callable[..., str]]:
+    """Makes topics for one test on the shared cluster; they are deleted after it."""
+    admin = env[2]
+    made: list[str] = []
+
+    def make(partitions: int = 3) -> str:
+        name = f"tables-{uuid.uuid4().hex[:8]}"
+        admin.create_topic(name, partitions=partitions, replication_factor=1)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        admin.delete_topic(name)
 
 
-def test_a_pandas_table_round_trips_and_copies(env: Any) -> None:
+def test_a_pandas_table_round_trips_and_copies(env: Any, new_topic: Callable[..., str]) -> None:
     _, bootstrap, admin = env
-    src, dst = _topic(admin), _topic(admin)
+    src, dst = new_topic(), new_topic()
     n = 20_000
     stamp = pd.Timestamp("2026-01-02T03:04:05.678Z")
     df = pd.DataFrame({
@@ -62,9 +74,9 @@ def test_a_pandas_table_round_trips_and_copies(env: Any) -> None:
     assert copy.select(cols).equals(table.select(cols))
 
 
-def test_ranges_times_and_headers(env: Any) -> None:
+def test_ranges_times_and_headers(env: Any, new_topic: Callable[..., str]) -> None:
     _, bootstrap, admin = env
-    topic = _topic(admin, partitions=2)
+    topic = new_topic(partitions=2)
     with Producer(bootstrap, linger_ms=2) as p:
         for i in range(100):
             p.send(topic, b"v%d" % i, partition=i % 2, timestamp=1_700_000_000_000 + i,
@@ -95,14 +107,14 @@ def test_ranges_times_and_headers(env: Any) -> None:
     # An end past what the log holds is waited for, up to timeout_ms.
     t0 = time.monotonic()
     with pytest.raises(TidelogError) as exc:
-        read_arrow(bootstrap, topic, partitions=[0], end={0: 51}, timeout_ms=1500)
+        read_arrow(bootstrap, topic, partitions=[0], end={0: 51}, timeout_ms=1500, request_timeout_ms=10_000)
     assert exc.value.code == ErrorCode.REQUEST_TIMED_OUT and "not read up to their end offset" in str(exc.value)
     assert time.monotonic() - t0 < 15
 
 
-def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env: Any) -> None:
+def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env: Any, new_topic: Callable[..., str]) -> None:
     _, bootstrap, admin = env
-    topic = _topic(admin, partitions=1)
+    topic = new_topic(partitions=1)
     tag = uuid.uuid4().hex[:6]
     with Producer(bootstrap, transactional_id=f"tables-a-{tag}", max_block_ms=30_000) as p:
         p.init_transactions()
@@ -117,11 +129,22 @@ def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env: Any)
         p.send_batch(topic, [b"later-%d" % i for i in range(20)])
         p.commit_transaction()
     opened = Producer(bootstrap, transactional_id=f"tables-o-{tag}", max_block_ms=30_000)
+    began = False
     try:
         opened.init_transactions()
         opened.begin_transaction()
-        opened.send_batch(topic, [b"open-%d" % i for i in range(10)])
+        began = True
+        [first] = opened.send_batch(topic, [b"open-%d" % i for i in range(10)])
         opened.flush()
+        # commit_transaction() returns once the commit is decided; its markers follow. Wait for the last
+        # stable offset to reach the open transaction, so "later" is committed for every reader.
+        tp = TopicPartition(topic, 0)
+        open_at = first.get(10).base_offset
+        with Consumer(bootstrap, isolation_level="read_committed") as c:
+            deadline = time.monotonic() + 20
+            while c.end_offsets([tp])[tp] < open_at:
+                assert time.monotonic() < deadline, "the committed transactions' markers never came"
+                time.sleep(0.05)
         committed = read_arrow(bootstrap, topic, isolation_level="read_committed", timeout_ms=20_000)
         values = committed.column("value").to_pylist()
         assert values == [b"committed-%d" % i for i in range(50)] + [b"later-%d" % i for i in range(20)]
@@ -129,13 +152,14 @@ def test_read_committed_skips_aborted_and_stops_at_an_open_transaction(env: Any)
         assert sum(v.startswith(b"aborted-") for v in everything.column("value").to_pylist()) == 30
         assert sum(v.startswith(b"open-") for v in everything.column("value").to_pylist()) == 10
     finally:
-        opened.abort_transaction()
+        if began:
+            opened.abort_transaction()
         opened.close()
 
 
-def test_bad_input_is_refused_clearly(env: Any) -> None:
+def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -> None:
     _, bootstrap, admin = env
-    topic = _topic(admin, partitions=1)
+    topic = new_topic(partitions=1)
     with pytest.raises(TopicExistsError):  # Admin raises the code's own class, as the README's snippets catch it
         admin.create_topic(topic)
     with pytest.raises(UnknownTopicOrPartitionError):
@@ -165,6 +189,10 @@ def test_bad_input_is_refused_clearly(env: Any) -> None:
     # producer waits for a partition to appear) before any row of the table is sent.
     with pytest.raises(ValueError, match="partition 9 out of range"):
         write_arrow(bootstrap, topic, pa.table({"value": [b"a", b"b"], "partition": [0, 9]}), max_block_ms=1000)
+    two_chunks = pa.concat_tables([pa.table({"value": [b"a"], "partition": [0]}),
+                                   pa.table({"value": [b"b"], "partition": [-1]})])
+    with pytest.raises(ValueError, match="partition -1 out of range"):  # checked for the whole table first
+        write_arrow(bootstrap, topic, two_chunks)
     with Consumer(bootstrap) as c:
         tp = TopicPartition(topic, 0)
         assert c.end_offsets([tp])[tp] == 0
