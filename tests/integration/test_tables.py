@@ -17,7 +17,13 @@ import pytest
 
 from shared.client import Consumer, Producer, TopicPartition, partition_for_key, read_arrow, write_arrow
 from shared.client.consumer import arrow_table_schema
-from shared.errors import ErrorCode, TidelogError, TopicExistsError, UnknownTopicOrPartitionError
+from shared.errors import (
+    ErrorCode,
+    OffsetOutOfRangeError,
+    TidelogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 
 
 @pytest.fixture
@@ -196,3 +202,43 @@ def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -
     with Consumer(bootstrap) as c:
         tp = TopicPartition(topic, 0)
         assert c.end_offsets([tp])[tp] == 0
+
+
+def test_records_deleted_under_a_read(env: Any, new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeleteRecords between the read's offset lookup and its first fetch: an "earliest" start moves on to the
+    new log start (as a consumer with auto.offset.reset=earliest); an explicit start below it raises."""
+    from tests.integration.kafka_util import KafkaWire
+
+    cluster, bootstrap, admin = env
+    topic = new_topic(partitions=1)
+    with Producer(bootstrap, linger_ms=0) as p:
+        for i in range(100):
+            p.send(topic, b"r%d" % i)
+        p.flush()
+    leader = int(admin.describe_topic(topic)["partitions"][0]["leader"])
+
+    def delete_below(offset: int) -> None:
+        with KafkaWire(str(cluster.proc("broker", leader).info["kafka"]), timeout=30) as conn:
+            r = conn.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0,
+                                                                                "offset": offset}]}],
+                                     "timeout": 10_000})
+        assert int(r.topics[0].partitions[0].error_code) == 0
+
+    real_seek = Consumer.seek
+    deleted: list[int] = []
+
+    def seek_after_a_delete(self: Consumer, tp: TopicPartition, offset: int) -> None:
+        if not deleted:  # the read looked its start up already (0); now the log starts at 60
+            delete_below(60)
+            deleted.append(offset)
+        real_seek(self, tp, offset)
+
+    monkeypatch.setattr(Consumer, "seek", seek_after_a_delete)
+    table = read_arrow(bootstrap, topic, timeout_ms=30_000)
+    monkeypatch.undo()
+    assert deleted == [0]
+    assert table.column("offset").to_pylist() == list(range(60, 100))
+    assert table.column("value").to_pylist() == [b"r%d" % i for i in range(60, 100)]
+    with pytest.raises(OffsetOutOfRangeError):
+        read_arrow(bootstrap, topic, start={0: 10}, timeout_ms=30_000)
+    assert read_arrow(bootstrap, topic, start={0: 90}).num_rows == 10
