@@ -236,6 +236,8 @@ class Producer:
             txn.maybe_add_partition(tp)
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
+        elif timestamp < 0:  # Kafka's ProducerRecord refuses it
+            raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null.")
         # An upper bound of the record's size, as Kafka estimates. Headers are encoded here, before the
         # accumulator is touched: bad headers fail this call and nothing else.
         if headers:

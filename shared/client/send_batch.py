@@ -98,9 +98,9 @@ def _timestamps(timestamps: Any, n: int) -> np.ndarray:
     if isinstance(timestamps, pa.ChunkedArray):
         timestamps = timestamps.combine_chunks()
     if isinstance(timestamps, pa.Array):
-        if pa.types.is_timestamp(timestamps.type):
-            timestamps = timestamps.cast(pa.timestamp("ms")).cast(pa.int64())
-        ts = np.asarray(timestamps.fill_null(now).cast(pa.int64()).to_numpy(zero_copy_only=False))
+        if pa.types.is_timestamp(timestamps.type):  # finer than milliseconds: cut to them
+            timestamps = timestamps.cast(pa.timestamp("ms", timestamps.type.tz), safe=False)
+        ts = np.asarray(timestamps.cast(pa.int64()).fill_null(now).to_numpy(zero_copy_only=False))
     elif isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "M":
         ts = timestamps.astype("datetime64[ms]").astype(np.int64)
     else:
@@ -108,6 +108,8 @@ def _timestamps(timestamps: Any, n: int) -> np.ndarray:
                         else timestamps, dtype=np.int64)
     if ts.ndim != 1 or len(ts) != n:
         raise ValueError(f"timestamps has {len(ts)} rows, values {n}")
+    if n and ts.min() < 0:  # Kafka's ProducerRecord refuses it
+        raise ValueError(f"Invalid timestamp: {int(ts.min())}. Timestamp should always be non-negative or null.")
     return ts.astype(np.int64, copy=False)
 
 

@@ -61,21 +61,29 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
         raise ValueError("read_arrow reads without a consumer group; use Consumer.poll_arrow to read in a group")
     if "auto_offset_reset" in consumer_configs:
         raise ValueError("read_arrow takes no auto_offset_reset: start says where to read from")
-    if timeout_ms < 0:
-        raise ValueError("timeout_ms must be >= 0")
+    if timeout_ms <= 0:
+        raise ValueError("timeout_ms must be > 0")
+    try:
+        wanted_parts = None if partitions is None else sorted({int(p) for p in partitions})
+    except (TypeError, ValueError):
+        raise ValueError(f"partitions must be partition numbers, not {partitions!r:.60}") from None
     deadline = time.monotonic() + timeout_ms / 1000
-    consumer_configs.setdefault("request_timeout_ms", min(max(timeout_ms, 1), 30_000))
+    consumer_configs.setdefault("request_timeout_ms", min(max(timeout_ms, 1000), 30_000))
     # OffsetOutOfRange is handled here, not by the consumer's reset: only a start of "earliest" may move on
     # (to the new log start), and never backwards.
     with Consumer(bootstrap_servers, auto_offset_reset="none", **consumer_configs) as consumer:
         known = consumer.cluster.partitions_for(topic, min(timeout_ms / 1000, 10))  # raises for an unknown topic
-        wanted = sorted(known) if partitions is None else sorted(set(partitions))
+        wanted = sorted(known) if wanted_parts is None else wanted_parts
         missing = [p for p in wanted if p not in known]
         if missing:
             raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {missing[0]}")
         tps = [TopicPartition(topic, p) for p in wanted]
         starts = _offsets(consumer, tps, start, EARLIEST, "start")
         ends = _offsets(consumer, tps, end, LATEST, "end")
+        backwards = [tp for tp in tps if starts[tp] > ends[tp]]
+        if backwards:
+            tp = backwards[0]
+            raise ValueError(f"the range of {tp} ends before it starts: start {starts[tp]}, end {ends[tp]}")
         from_earliest = {tp for tp in tps if _earliest(start, tp.partition)}
         chunks: dict[TopicPartition, list[pa.RecordBatch]] = {tp: [] for tp in tps}
         after = dict(starts)  # per partition, the offset the next kept row must reach
@@ -214,19 +222,26 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
 
 
 def _check_partitions(producer: Any, topic: str, data: pa.Table) -> None:
-    """A partition column's values exist in the topic (waiting up to ``max_block_ms`` for it to grow, as
-    ``send_batch`` would), checked for the whole table before its first batch is sent. The columns' types
-    are the same in every batch of a table, so the first batch's checks stand for all."""
+    """The topic exists (its metadata waited for up to 10 s, not ``max_block_ms``) and a partition column's
+    values are its partitions: checked for the whole table before its first batch is sent, and refused at
+    once rather than waited for (the columns' types are the same in every batch of a table, so the first
+    batch's checks stand for all)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    count = len(producer.cluster.partitions_for(topic, min(producer.max_block_s, 10.0)))
     if "partition" not in data.column_names or not data.num_rows:
         return
-    bounds = pc.min_max(data.column("partition"))
+    col = data.column("partition")
+    if not (pa.types.is_integer(col.type) or pa.types.is_null(col.type)):
+        raise ValueError(f"the partition column must hold integers, got {col.type}")
+    bounds = pc.min_max(col)
     lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
     if lo is not None and lo < 0:
         raise ValueError(f"partition {lo} out of range for {topic}")
-    if hi is not None and hi >= len(producer.partitions_for(topic)):
-        producer._wait_for_partition(topic, hi)
+    if hi is not None and hi >= count:
+        raise ValueError(f"partition {hi} out of range for {topic} ({count} partitions); drop the partition "
+                         f"column to let the keys choose (murmur2, as send() does)")
 
 
 # -- rows to send_batch (also the Spark sink's) --------------------------------------------------------------

@@ -130,6 +130,9 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
     if isinstance(headers, pa.Array):
+        if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type) or pa.types.is_null(headers.type)):
+            raise ValueError(f"headers must be a list<struct<key: string, value: binary>> column (or one list of "
+                             f"(key, value) pairs per row), got {headers.type}")
         if headers.null_count == len(headers) or not pc.sum(pc.fill_null(pc.list_value_length(headers), 0)).as_py():
             return None, np.ones(n, dtype=np.int64)
         rows: Sequence[Any] = headers.to_pylist()
@@ -144,13 +147,25 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
             encoded.append(b"\x00")
             continue
         any_headers = True
-        if isinstance(h[0], dict):
-            h = [(x["key"], x["value"]) for x in h]
-        encoded.append(encode_headers([(k, _header_value(v)) for k, v in h]))
+        encoded.append(encode_headers([_header_pair(x) for x in h]))
     if not any_headers:
         return None, np.ones(n, dtype=np.int64)
     arr = pa.array(encoded, type=_LB)
     return arr, lengths_of(arr)
+
+
+def _header_pair(x: Any) -> tuple[str, bytes | None]:
+    """One header: a ``(key, value)`` pair or ``{"key": ..., "value": ...}`` (Spark's struct), else ValueError
+    (a bare string would otherwise be taken apart as a pair of its characters)."""
+    if isinstance(x, dict) and x.keys() == {"key", "value"}:
+        k, v = x["key"], x["value"]
+    elif isinstance(x, tuple | list) and len(x) == 2:
+        k, v = x
+    else:
+        raise ValueError(f"each header must be a (key, value) pair or {{'key': ..., 'value': ...}}, got {x!r:.60}")
+    if not isinstance(k, str):
+        raise ValueError(f"header keys must be str, got {type(k).__name__}")
+    return k, _header_value(v)
 
 
 def _header_value(v: Any) -> bytes | None:

@@ -190,11 +190,24 @@ def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -
         write_arrow(bootstrap, topic, pa.table({"value": [b"v"], "timestamp": ["yesterday"]}))
     with pytest.raises(ValueError, match="transactions"):
         write_arrow(bootstrap, topic, pa.table({"value": [b"v"]}), transactional_id="t")
+    with pytest.raises(ValueError, match="ends before it starts: start 5, end 2"):
+        read_arrow(bootstrap, topic, start={0: 5}, end={0: 2})
+    with pytest.raises(ValueError, match="timeout_ms must be > 0"):
+        read_arrow(bootstrap, topic, timeout_ms=0)
+    with pytest.raises(ValueError, match="partitions must be partition numbers"):
+        read_arrow(bootstrap, topic, partitions=["zero"])
+    assert read_arrow(bootstrap, topic, partitions=["0"]).num_rows == 0  # "0" is partition 0
+    with pytest.raises(ValueError, match="string partition|must hold integers"):
+        write_arrow(bootstrap, topic, pa.table({"value": [b"v"], "partition": ["0"]}))
+    with pytest.raises(UnknownTopicOrPartitionError):  # within ~10 s of metadata waits, whatever max_block_ms
+        write_arrow(bootstrap, f"missing-{uuid.uuid4().hex[:6]}", pa.table({"value": [b"v"]}))
     assert read_arrow(bootstrap, topic).num_rows == 0  # nothing was written by the refused calls
-    # A partition the topic does not have: refused (after max_block_ms of metadata refreshes, as Kafka's
-    # producer waits for a partition to appear) before any row of the table is sent.
-    with pytest.raises(ValueError, match="partition 9 out of range"):
-        write_arrow(bootstrap, topic, pa.table({"value": [b"a", b"b"], "partition": [0, 9]}), max_block_ms=1000)
+    # A partition the topic does not have: refused at once (a copy keeps the source's partition numbers, and
+    # waiting max_block_ms for the topic to grow would only delay the error) before any row is sent.
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="partition 9 out of range.*drop the partition column"):
+        write_arrow(bootstrap, topic, pa.table({"value": [b"a", b"b"], "partition": [0, 9]}))
+    assert time.monotonic() - t0 < 30  # not the default max_block_ms of 60 s
     two_chunks = pa.concat_tables([pa.table({"value": [b"a"], "partition": [0]}),
                                    pa.table({"value": [b"b"], "partition": [-1]})])
     with pytest.raises(ValueError, match="partition -1 out of range"):  # checked for the whole table first

@@ -181,3 +181,22 @@ def test_send_queues_the_same_bytes_with_and_without_the_compiled_encoder(produc
 
     assert producer_module.compiled_append is not None
     assert run(True) == run(False)
+
+
+def test_timestamps_negative_narrow_and_zoned(producers) -> None:
+    p = stub_producer(1)
+    producers.append(p)
+    # Kafka's ProducerRecord refuses a negative timestamp, for send() and for a column alike.
+    with pytest.raises(ValueError, match="Invalid timestamp: -5"):
+        p.send(TOPIC, b"v", timestamp=-5)
+    with pytest.raises(ValueError, match="Invalid timestamp: -5"):
+        p.send_batch(TOPIC, [b"a", b"b"], timestamps=[1, -5])
+    assert not p.accumulator.batches
+    # A 32-bit column with nulls: the nulls become now (which does not fit 32 bits), the rest as given.
+    from shared.client.send_batch import _timestamps
+
+    ts = _timestamps(pa.array([7, None], pa.int32()), 2)
+    assert ts[0] == 7 and ts[1] > 1_600_000_000_000
+    # A zoned timestamp column: the instant, cut to milliseconds.
+    zoned = pa.array([1_700_000_000_123_456], pa.timestamp("us", "Europe/Paris"))
+    assert _timestamps(zoned, 1).tolist() == [1_700_000_000_123]

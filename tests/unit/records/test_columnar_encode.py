@@ -106,3 +106,20 @@ def test_murmur2_matches_kafkas_partitioner(keys, partitions) -> None:
 def test_murmur2_known_vector() -> None:
     # Kafka's DefaultPartitionerTest / Utils.murmur2 vectors (signed results, masked here)
     assert murmur2_partitions(pa.array([b"21"], pa.binary()), 1 << 31).tolist() == [partition_for_key(b"21", 1 << 31)]
+
+
+def test_header_shapes() -> None:
+    from shared.records.columnar_encode import encode_header_column
+
+    as_pairs, _ = encode_header_column([[("a", b"1")], None], 2)
+    as_structs, _ = encode_header_column(
+        pa.array([[{"key": "a", "value": b"1"}], None],
+                 pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))), 2)
+    assert as_pairs is not None and as_pairs.equals(as_structs)
+    # A bare string per header would be taken apart as a (key, value) pair of its characters: refused.
+    with pytest.raises(ValueError, match="each header must be a"):
+        encode_header_column([["ab"]], 1)
+    with pytest.raises(ValueError, match="header keys must be str"):
+        encode_header_column([[(b"k", b"v")]], 1)
+    with pytest.raises(ValueError, match="must be a list<struct"):
+        encode_header_column(pa.array(["k=v"]), 1)
