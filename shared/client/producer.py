@@ -296,9 +296,10 @@ class Producer:
 
     def send_batch(self, topic: str, values: Any, keys: Any = None, headers: Any = None, partition: Any = None,
                    timestamps: Any = None) -> list[FutureRecordBatch]:
-        """Queue a column of records (Arrow binary/string arrays, numpy arrays or lists; ``keys``,
-        ``headers``, ``partition`` and ``timestamps`` per row, or None) as vectorised record batches: the
-        same bytes, partitions, batches, sequence numbers and transaction as ``send()`` of each row. One
+        """Queue a column of records (Arrow binary/string arrays, Arrow PyCapsule columns such as a Polars
+        Series, numpy arrays or lists; ``keys``, ``headers``, ``partition`` and ``timestamps`` per row, or
+        None) as vectorised record batches: the same bytes, partitions, batches, sequence numbers and
+        transaction as ``send()`` of each row. One
         ``FutureRecordBatch`` per record batch (resolving to ``RecordBatchMetadata``: topic, partition,
         base offset, record count, timestamp; ``future.rows`` are its input rows in offset order).
         See ``shared.client.send_batch``."""

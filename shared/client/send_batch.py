@@ -1,4 +1,5 @@
-"""``Producer.send_batch``: a column of records at a time (Arrow arrays, numpy arrays or lists).
+"""``Producer.send_batch``: a column of records at a time (Arrow arrays or anything speaking the Arrow
+PyCapsule interface, such as a Polars Series; numpy arrays or lists).
 
 The rows are partitioned as ``Producer.send`` would partition them one by one: an explicit partition
 (one for all rows, or one per row, None / -1 meaning "not given"), else Kafka's murmur2 of the key
@@ -29,6 +30,7 @@ from shared.client.futures import ProduceRequestResult, RecordMetadata, ResultFu
 from shared.client.producer_batch import ProducerBatch, record_too_large
 from shared.records.columnar_encode import (
     Column,
+    arrow_input,
     as_binary_column,
     encode_header_column,
     encode_sections,
@@ -95,8 +97,7 @@ def _timestamps(timestamps: Any, n: int) -> np.ndarray:
         return np.full(n, now, dtype=np.int64)
     if isinstance(timestamps, int | np.integer):
         return np.full(n, int(timestamps), dtype=np.int64)
-    if isinstance(timestamps, pa.ChunkedArray):
-        timestamps = timestamps.combine_chunks()
+    timestamps = arrow_input(timestamps)
     if isinstance(timestamps, pa.Array):
         if pa.types.is_timestamp(timestamps.type):  # finer than milliseconds: cut to them
             timestamps = timestamps.cast(pa.timestamp("ms", timestamps.type.tz), safe=False)
@@ -119,8 +120,7 @@ def _partitions_given(partition: Any, n: int) -> np.ndarray | int | None:
         return None
     if isinstance(partition, int | np.integer):
         return int(partition)
-    if isinstance(partition, pa.ChunkedArray):
-        partition = partition.combine_chunks()
+    partition = arrow_input(partition)
     if isinstance(partition, pa.Array):
         p = np.asarray(partition.fill_null(-1).cast(pa.int64()).to_numpy(zero_copy_only=False))
     else:

@@ -262,7 +262,7 @@ def binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     if pa.types.is_null(t):
         return None if name == "key" else col
     if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t)):
+            or pa.types.is_large_string(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t)):
         raise ValueError(f"key and value columns must be binary or string, got {t} for {name}")
     return col
 

@@ -68,16 +68,31 @@ Column = Any  # pa.Array | pa.ChunkedArray | np.ndarray | Sequence[bytes | str |
 
 # -- columns -----------------------------------------------------------------------------------------------
 
+def arrow_input(col: Any) -> Any:
+    """``col`` as one Arrow array when it is Arrow data: a (chunked) pyarrow array, or anything speaking the
+    Arrow PyCapsule interface (a Polars Series, a nanoarrow array, ...); anything else unchanged."""
+    if isinstance(col, pa.Array | np.ndarray):
+        return col
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks()
+    if hasattr(col, "__arrow_c_array__"):
+        return pa.array(col)
+    if hasattr(col, "__arrow_c_stream__"):
+        return pa.chunked_array(col).combine_chunks()
+    return col
+
+
 def as_binary_column(col: Column, name: str) -> pa.LargeBinaryArray:
     """``col`` as one Arrow large_binary array (nulls kept): Arrow binary/string arrays of any offset
-    width (cast, the data not copied), numpy fixed-width bytes or str (as ``tolist()`` sees them:
-    trailing NULs dropped) or object arrays, or a Python sequence of bytes / str / None."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+    width (cast, the data not copied) or view layout (Polars', copied), numpy fixed-width bytes or str
+    (as ``tolist()`` sees them: trailing NULs dropped) or object arrays, or a Python sequence of
+    bytes / str / None."""
+    col = arrow_input(col)
     if isinstance(col, pa.Array):
         t = col.type
         if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
-                or pa.types.is_large_string(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t)):
+                or pa.types.is_large_string(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t)
+                or pa.types.is_binary_view(t) or pa.types.is_string_view(t)):
             raise TypeError(f"{name} must be a binary or string array, got {t}")
         return col if t == _LB else pc.cast(col, _LB)
     if isinstance(col, np.ndarray):
@@ -127,12 +142,13 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
     """Each record's encoded header count and headers (``encode_headers``), and their lengths; None (and
     lengths of 1: the count 0) when no record has headers. ``headers``: one sequence of ``(key: str,
     value: bytes | None)`` per record (or None), or an Arrow list<struct<key, value>> array (Spark's)."""
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
+    headers = arrow_input(headers)
     if isinstance(headers, pa.Array):
-        if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type) or pa.types.is_null(headers.type)):
+        t = headers.type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
+                or pa.types.is_large_list_view(t) or pa.types.is_null(t)):
             raise ValueError(f"headers must be a list<struct<key: string, value: binary>> column (or one list of "
-                             f"(key, value) pairs per row), got {headers.type}")
+                             f"(key, value) pairs per row), got {t}")
         if headers.null_count == len(headers) or not pc.sum(pc.fill_null(pc.list_value_length(headers), 0)).as_py():
             return None, np.ones(n, dtype=np.int64)
         rows: Sequence[Any] = headers.to_pylist()
@@ -405,7 +421,7 @@ def murmur2_partitions(keys: pa.LargeBinaryArray, num_partitions: int) -> np.nda
 
 
 __all__ = [
-    "EncodedSection", "Header", "as_binary_column", "encode_batch_columnar", "encode_header_column",
+    "EncodedSection", "Header", "arrow_input", "as_binary_column", "encode_batch_columnar", "encode_header_column",
     "encode_sections", "lengths_of", "murmur2_partitions", "section_builder", "size_estimates", "split_batches",
     "varint_matrix",
 ]

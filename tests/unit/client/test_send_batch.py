@@ -200,3 +200,20 @@ def test_timestamps_negative_narrow_and_zoned(producers) -> None:
     # A zoned timestamp column: the instant, cut to milliseconds.
     zoned = pa.array([1_700_000_000_123_456], pa.timestamp("us", "Europe/Paris"))
     assert _timestamps(zoned, 1).tolist() == [1_700_000_000_123]
+
+
+def test_polars_columns_give_the_bytes_of_send(producers) -> None:
+    """Polars hands Arrow over through the PyCapsule interface, in view layouts (binary_view, string_view)."""
+    import polars as pl
+
+    a, b = stub_producer(2), stub_producer(2)
+    producers.extend([a, b])
+    df = pl.DataFrame({"key": ["a", "b", None], "value": [b"x", b"y", b"z"], "partition": [0, 1, 1],
+                       "headers": [[{"key": "h", "value": b"1"}], [], None], "ts": [5, 6, 7]})
+    a.send_batch(TOPIC, df["value"], keys=df["key"], headers=df["headers"], partition=df["partition"],
+                 timestamps=df["ts"])
+    for row in df.iter_rows(named=True):
+        b.send(TOPIC, row["value"], key=None if row["key"] is None else row["key"].encode(),
+               headers=[(h["key"], h["value"]) for h in row["headers"] or []] or None,
+               partition=row["partition"], timestamp=row["ts"])
+    assert queued(a) == queued(b)
