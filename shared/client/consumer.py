@@ -651,6 +651,8 @@ class Consumer:
             cur = self._current
             if cur is None:
                 with self._lock:
+                    if n and self._pending_error is not None:  # records first, the error on the next poll
+                        return ConsumerRecords(out)
                     self._raise_pending()
                     while not self._completed:
                         remaining = deadline - time.monotonic()
@@ -722,6 +724,8 @@ class Consumer:
             cur = self._current
             if cur is None:
                 with self._lock:
+                    if n and self._pending_error is not None:  # records first, the error on the next poll
+                        return pa.Table.from_batches(out, schema)
                     self._raise_pending()
                     while not self._completed:
                         remaining = deadline - time.monotonic()

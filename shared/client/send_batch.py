@@ -121,6 +121,8 @@ def _partitions_given(partition: Any, n: int) -> np.ndarray | int | None:
     if isinstance(partition, int | np.integer):
         return int(partition)
     partition = arrow_input(partition)
+    if isinstance(partition, pa.Array) and pa.types.is_null(partition.type):  # all None (pandas): none given
+        return None
     if isinstance(partition, pa.Array):
         p = np.asarray(partition.fill_null(-1).cast(pa.int64()).to_numpy(zero_copy_only=False))
     else:

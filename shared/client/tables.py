@@ -195,9 +195,9 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     """Write every row of ``table`` to ``topic``; returns the number of records, once all are acknowledged.
 
     ``producer_configs`` are ``Producer``'s (``acks``, ``compression_type``, security settings, ...); the
-    batch size defaults to 1 MiB (``WRITE_DEFAULTS``). The first failed send is raised, after the
-    others have completed (records before it may have been written: as with ``send()``, a failure is
-    per record batch)."""
+    batch size defaults to 1 MiB (``WRITE_DEFAULTS``). Bad rows (see ``_check_table``) are refused before
+    any row is sent. A send the cluster fails is raised once the others have completed (records of other
+    batches may have been written then: as with ``send()``, a failure is per record batch)."""
     import pyarrow as pa
 
     from shared.client.producer import Producer
@@ -207,7 +207,7 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     data = table if isinstance(table, pa.Table) else (
         pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else pa.table(table))
     with Producer(bootstrap_servers, **(WRITE_DEFAULTS | producer_configs)) as producer:
-        _check_partitions(producer, topic, data)  # before any row goes: a table is sent whole or refused
+        data = _check_table(producer, topic, data)  # before any row goes: a table is sent whole or refused
         n, futures = send_rows(producer, topic, data.to_batches(), timestamps=True)
         producer.flush()
         failure = None
@@ -221,19 +221,40 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     return n
 
 
-def _check_partitions(producer: Any, topic: str, data: pa.Table) -> None:
-    """The topic exists (its metadata waited for up to 10 s, not ``max_block_ms``) and a partition column's
-    values are its partitions: checked for the whole table before its first batch is sent, and refused at
-    once rather than waited for (the columns' types are the same in every batch of a table, so the first
-    batch's checks stand for all)."""
+def _check_table(producer: Any, topic: str, data: pa.Table) -> pa.Table:
+    """What ``send_rows`` would refuse batch by batch, checked for the whole table before its first row is
+    sent (else the batches before a bad row would be written): the topic exists (its metadata waited for up
+    to 10 s, not ``max_block_ms``), the partition column holds partitions it has (refused at once rather
+    than waited for), timestamps are whole non-negative milliseconds and headers are well formed. Returns
+    the table with the partition column as integers (pandas gives floats for ints with a None, and a null
+    column for all None: then none is given)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from shared.records.columnar_encode import encode_header_column
+
     count = len(producer.cluster.partitions_for(topic, min(producer.max_block_s, 10.0)))
-    if "partition" not in data.column_names or not data.num_rows:
-        return
-    col = data.column("partition")
-    if not (pa.types.is_integer(col.type) or pa.types.is_null(col.type)):
+    if not data.num_rows:
+        return data
+    if "timestamp" in data.column_names:
+        low = pc.min(_timestamps_ms(data).cast(pa.int64())).as_py()
+        if low is not None and low < 0:
+            raise ValueError(f"Invalid timestamp: {low}. Timestamp should always be non-negative or null.")
+    if "headers" in data.column_names:
+        encode_header_column(data.column("headers"), data.num_rows)
+    if "partition" not in data.column_names:
+        return data
+    i = data.column_names.index("partition")
+    col = data.column(i)
+    if pa.types.is_null(col.type):
+        return data.remove_column(i)
+    if pa.types.is_floating(col.type):
+        try:
+            col = col.cast(pa.int64())
+        except pa.ArrowInvalid:
+            raise ValueError("the partition column must hold whole partition numbers") from None
+        data = data.set_column(i, "partition", col)
+    elif not pa.types.is_integer(col.type):
         raise ValueError(f"the partition column must hold integers, got {col.type}")
     bounds = pc.min_max(col)
     lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
@@ -242,6 +263,7 @@ def _check_partitions(producer: Any, topic: str, data: pa.Table) -> None:
     if hi is not None and hi >= count:
         raise ValueError(f"partition {hi} out of range for {topic} ({count} partitions); drop the partition "
                          f"column to let the keys choose (murmur2, as send() does)")
+    return data
 
 
 # -- rows to send_batch (also the Spark sink's) --------------------------------------------------------------

@@ -151,7 +151,16 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
                              f"(key, value) pairs per row), got {t}")
         if headers.null_count == len(headers) or not pc.sum(pc.fill_null(pc.list_value_length(headers), 0)).as_py():
             return None, np.ones(n, dtype=np.int64)
-        rows: Sequence[Any] = headers.to_pylist()
+        pairs = None if pa.types.is_null(t) else t.value_type
+        if (pairs is not None and (pa.types.is_list(pairs) or pa.types.is_large_list(pairs))
+                and (pa.types.is_string(pairs.value_type) or pa.types.is_large_string(pairs.value_type))):
+            # pyarrow's inference for (str, bytes) tuples, e.g. from pandas: both as strings, which need not
+            # be UTF-8 (values are any bytes): read them as bytes, keys decoded below
+            headers = headers.cast(pa.list_(pa.list_(pa.binary())))
+            rows: Sequence[Any] = [None if h is None else [(_utf8_key(k), v) for k, v in h]
+                                   for h in headers.to_pylist()]
+        else:
+            rows = headers.to_pylist()
     else:
         rows = headers
     if len(rows) != n:
@@ -168,6 +177,13 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
         return None, np.ones(n, dtype=np.int64)
     arr = pa.array(encoded, type=_LB)
     return arr, lengths_of(arr)
+
+
+def _utf8_key(k: Any) -> Any:
+    try:
+        return k.decode() if isinstance(k, bytes) else k
+    except UnicodeDecodeError:
+        raise ValueError(f"header keys must be UTF-8 text, got {k!r:.60}") from None
 
 
 def _header_pair(x: Any) -> tuple[str, bytes | None]:

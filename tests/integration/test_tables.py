@@ -239,9 +239,24 @@ def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -
                                    pa.table({"value": [b"b"], "partition": [-1]})])
     with pytest.raises(ValueError, match="partition -1 out of range"):  # checked for the whole table first
         write_arrow(bootstrap, topic, two_chunks)
+    # Rows a later chunk makes bad are found before the first chunk goes (a read_arrow table has many chunks).
+    with pytest.raises(ValueError, match="Invalid timestamp: -1"):
+        write_arrow(bootstrap, topic, pa.concat_tables([pa.table({"value": [b"a"], "timestamp": [5]}),
+                                                        pa.table({"value": [b"b"], "timestamp": [-1]})]))
+    hdr = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    with pytest.raises(ValueError, match="header keys must be str"):
+        write_arrow(bootstrap, topic, pa.concat_tables([
+            pa.table({"value": [b"a"], "headers": pa.array([[{"key": "k", "value": b"v"}]], hdr)}),
+            pa.table({"value": [b"b"], "headers": pa.array([[{"key": None, "value": b"v"}]], hdr)})]))
     with Consumer(bootstrap) as c:
         tp = TopicPartition(topic, 0)
         assert c.end_offsets([tp])[tp] == 0
+    # pandas' shapes for partition numbers with a None (floats) and all None (a null column): taken
+    assert write_arrow(bootstrap, topic, pd.DataFrame({"value": [b"x", b"y"], "partition": [0, None]})) == 2
+    assert write_arrow(bootstrap, topic, pd.DataFrame({"value": [b"z"], "partition": [None]})) == 1
+    assert read_arrow(bootstrap, topic).column("value").to_pylist() == [b"x", b"y", b"z"]
+    with pytest.raises(ValueError, match="whole partition numbers"):
+        write_arrow(bootstrap, topic, pd.DataFrame({"value": [b"x"], "partition": [0.5]}))
 
 
 def test_records_deleted_under_a_read(env: Any, new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:

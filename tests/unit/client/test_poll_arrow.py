@@ -218,3 +218,25 @@ def test_unreadable_batch_after_good_ones(make_consumer, how: str) -> None:
         with pytest.raises(UnreadableBatchError) as err:
             c.poll(0) if poll == "poll" else c.poll_arrow(0)
         assert err.value.offset == 30 and c.position(TP) == 30
+
+
+@pytest.mark.parametrize("how", ["poll", "poll_arrow"])
+def test_an_error_of_one_partition_after_records_of_another(make_consumer, how: str) -> None:
+    """Records already taken from one partition are returned, and another partition's error (here
+    OFFSET_OUT_OF_RANGE with auto_offset_reset=none) is raised by the next poll, as Kafka's consumer
+    does: raising at once would lose them (their position has moved past them)."""
+    from shared.errors import ErrorCode, OffsetOutOfRangeError
+
+    c = make_consumer(auto_offset_reset="none")
+    c._pump = lambda: None
+    tp1 = TopicPartition("t", 1)
+    st1 = consumer_module.PartitionState()
+    st1.position = 0
+    c._states[tp1] = st1
+    feed(c, batch(0, plain(3)))
+    c._completed.append(consumer_module.Completed(tp1, st1.generation, 0, b"", 0, 0, high_watermark=10,
+                                                  log_start_offset=5, error=ErrorCode.OFFSET_OUT_OF_RANGE))
+    got = c.poll(100) if how == "poll" else c.poll_arrow(100)
+    assert len(got) == 3 and c.position(TP) == 3
+    with pytest.raises(OffsetOutOfRangeError, match="t-1"):
+        c.poll(100) if how == "poll" else c.poll_arrow(100)

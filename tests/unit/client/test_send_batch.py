@@ -217,3 +217,11 @@ def test_polars_columns_give_the_bytes_of_send(producers) -> None:
                headers=[(h["key"], h["value"]) for h in row["headers"] or []] or None,
                partition=row["partition"], timestamp=row["ts"])
     assert queued(a) == queued(b)
+
+
+def test_a_partition_column_of_nulls_gives_none(producers) -> None:
+    a, b = stub_producer(3), stub_producer(3)
+    producers.extend([a, b])
+    a.send_batch(TOPIC, [b"a", b"b"], keys=[b"k1", b"k2"], partition=pa.nulls(2), timestamps=[1, 2])
+    b.send_batch(TOPIC, [b"a", b"b"], keys=[b"k1", b"k2"], timestamps=[1, 2])
+    assert queued(a) == queued(b)

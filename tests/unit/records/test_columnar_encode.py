@@ -123,3 +123,19 @@ def test_header_shapes() -> None:
         encode_header_column([[(b"k", b"v")]], 1)
     with pytest.raises(ValueError, match="must be a list<struct"):
         encode_header_column(pa.array(["k=v"]), 1)
+
+
+def test_pandas_header_tuples_with_any_bytes() -> None:
+    """pandas (key, value) tuples: pyarrow infers list<list<string>> even for values that are not UTF-8."""
+    import pandas as pd
+
+    from shared.records.columnar_encode import encode_header_column
+
+    col = pa.table(pd.DataFrame({"headers": [[("h", b"\xff\x00")], []]})).column("headers")
+    got, _ = encode_header_column(col, 2)
+    want, _ = encode_header_column([[("h", b"\xff\x00")], None], 2)
+    assert got is not None and got.equals(want)
+    not_utf8 = pa.array([[[b"\xff", b"v"]]], pa.list_(pa.list_(pa.binary()))).cast(
+        pa.list_(pa.list_(pa.string())), safe=False)
+    with pytest.raises(ValueError, match="header keys must be UTF-8"):
+        encode_header_column(not_utf8, 1)
