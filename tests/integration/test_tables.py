@@ -260,21 +260,24 @@ def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -
 
 
 def test_records_deleted_under_a_read(env: Any, new_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """DeleteRecords between the read's offset lookup and its first fetch: an "earliest" start moves on to the
-    new log start (as a consumer with auto.offset.reset=earliest); an explicit start below it raises."""
+    """DeleteRecords on one of two partitions between the read's offset lookup and its first fetch: an
+    "earliest" start moves on to the new log start (as a consumer with auto.offset.reset=earliest) and the
+    other partition is read whole (the records a poll already took are returned before the error); an
+    explicit start below the log start raises."""
     from tests.integration.kafka_util import KafkaWire
 
     cluster, bootstrap, admin = env
-    topic = new_topic(partitions=1)
+    topic = new_topic(partitions=2)
     with Producer(bootstrap, linger_ms=0) as p:
-        for i in range(100):
-            p.send(topic, b"r%d" % i)
+        for part in (0, 1):
+            for i in range(100):
+                p.send(topic, b"p%d-%d" % (part, i), partition=part)
         p.flush()
-    leader = int(admin.describe_topic(topic)["partitions"][0]["leader"])
+    leader = int(admin.describe_topic(topic)["partitions"][1]["leader"])
 
     def delete_below(offset: int) -> None:
         with KafkaWire(str(cluster.proc("broker", leader).info["kafka"]), timeout=30) as conn:
-            r = conn.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0,
+            r = conn.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 1,
                                                                                 "offset": offset}]}],
                                      "timeout": 10_000})
         assert int(r.topics[0].partitions[0].error_code) == 0
@@ -283,7 +286,7 @@ def test_records_deleted_under_a_read(env: Any, new_topic: Callable[..., str], m
     deleted: list[int] = []
 
     def seek_after_a_delete(self: Consumer, tp: TopicPartition, offset: int) -> None:
-        if not deleted:  # the read looked its start up already (0); now the log starts at 60
+        if not deleted:  # the read looked its starts up already (0); now partition 1 starts at 60
             delete_below(60)
             deleted.append(offset)
         real_seek(self, tp, offset)
@@ -292,8 +295,9 @@ def test_records_deleted_under_a_read(env: Any, new_topic: Callable[..., str], m
     table = read_arrow(bootstrap, topic, timeout_ms=30_000)
     monkeypatch.undo()
     assert deleted == [0]
-    assert table.column("offset").to_pylist() == list(range(60, 100))
-    assert table.column("value").to_pylist() == [b"r%d" % i for i in range(60, 100)]
+    rows = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True))
+    assert rows == [(0, i) for i in range(100)] + [(1, i) for i in range(60, 100)]
+    assert table.column("value").to_pylist()[100:] == [b"p1-%d" % i for i in range(60, 100)]
     with pytest.raises(OffsetOutOfRangeError):
-        read_arrow(bootstrap, topic, start={0: 10}, timeout_ms=30_000)
-    assert read_arrow(bootstrap, topic, start={0: 90}).num_rows == 10
+        read_arrow(bootstrap, topic, partitions=[1], start={1: 10}, timeout_ms=30_000)
+    assert read_arrow(bootstrap, topic, partitions=[1], start={1: 90}).num_rows == 10
