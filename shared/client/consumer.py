@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
@@ -143,6 +143,10 @@ class Completed:
     message: str = ""
     #: read_committed: (producer_id, first_offset) of the aborted transactions the fetched range overlaps
     aborted: list[tuple[int, int]] | None = None
+
+
+#: ``_take``'s answer when the poll must return what it has first
+_LATER: Any = object()
 
 
 class _Cursor:
@@ -535,6 +539,9 @@ class Consumer:
             self._set_position(TopicPartition(*partition), st, offset)
 
     def _set_position(self, tp: TopicPartition, st: PartitionState, offset: int) -> None:
+        err = self._pending_error
+        if isinstance(err, UnreadableBatchError) and (err.topic, err.partition) == tp:
+            self._pending_error = None  # the application moved on from the batch it names
         st.position = offset
         st.fetch_position = offset
         st.generation += 1
@@ -661,7 +668,10 @@ class Consumer:
                         self._lock.wait(remaining)
                         self._raise_pending()
                     completed = self._completed.popleft()
-                self._current = self._take(completed)
+                cur = self._take(completed, bool(n))
+                if cur is _LATER:
+                    return ConsumerRecords(out)
+                self._current = cur
                 continue
             st = self._states.get(cur.tp)
             if st is None or st.generation != cur.generation:
@@ -734,7 +744,10 @@ class Consumer:
                         self._lock.wait(remaining)
                         self._raise_pending()
                     completed = self._completed.popleft()
-                self._current = self._take(completed)
+                cur = self._take(completed, bool(n))
+                if cur is _LATER:
+                    return pa.Table.from_batches(out, schema)
+                self._current = cur
                 continue
             st = self._states.get(cur.tp)
             if st is None or st.generation != cur.generation or st.position is None:
@@ -783,8 +796,13 @@ class Consumer:
             err, self._pending_error = self._pending_error, None
             raise err
 
-    def _take(self, c: Completed) -> _Cursor | None:
-        """Check a completed fetch's batches; they are decoded one at a time as poll() needs them."""
+    def _take(self, c: Completed, have: bool = False) -> _Cursor | None:
+        """Check a completed fetch's batches; they are decoded one at a time as poll() needs them.
+
+        ``have``: the poll has taken records already. An out-of-range fetch is then put back and ``_LATER``
+        returned, so that the poll returns them and the next poll raises (or resets) for it, as Kafka's
+        consumer throws only when it has collected nothing; a seek or a new assignment in between drops it
+        (its generation or partition is gone)."""
         st = self._states.get(c.tp)
         with self._lock:
             if st is not None:
@@ -794,9 +812,12 @@ class Consumer:
             return None
         if c.error:
             if c.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                if have:
+                    with self._lock:
+                        self._completed.appendleft(c)
+                    return _LATER
                 if self.auto_offset_reset == "none":
-                    self._pending_error = OffsetOutOfRangeError(f"{c.tp}: offset {c.fetch_offset} out of range")
-                    return None
+                    raise OffsetOutOfRangeError(f"{c.tp}: offset {c.fetch_offset} out of range")
                 self._reset_positions([c.tp])
             return None
         st.high_watermark = c.high_watermark

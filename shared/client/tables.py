@@ -195,9 +195,10 @@ def write_arrow(bootstrap_servers: str | list[str], topic: str, table: Any, **pr
     """Write every row of ``table`` to ``topic``; returns the number of records, once all are acknowledged.
 
     ``producer_configs`` are ``Producer``'s (``acks``, ``compression_type``, security settings, ...); the
-    batch size defaults to 1 MiB (``WRITE_DEFAULTS``). Bad rows (see ``_check_table``) are refused before
-    any row is sent. A send the cluster fails is raised once the others have completed (records of other
-    batches may have been written then: as with ``send()``, a failure is per record batch)."""
+    batch size defaults to 1 MiB (``WRITE_DEFAULTS``). Bad columns and values (see ``_check_table``) are
+    refused before any row is sent. A failed send (the cluster's errors, or a record over
+    ``max_request_size``, found as with ``send()``) is raised once the others have completed: records of
+    other batches may have been written then, as a failure is per record batch."""
     import pyarrow as pa
 
     from shared.client.producer import Producer
@@ -231,8 +232,6 @@ def _check_table(producer: Any, topic: str, data: pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from shared.records.columnar_encode import encode_header_column
-
     count = len(producer.cluster.partitions_for(topic, min(producer.max_block_s, 10.0)))
     if not data.num_rows:
         return data
@@ -241,7 +240,7 @@ def _check_table(producer: Any, topic: str, data: pa.Table) -> pa.Table:
         if low is not None and low < 0:
             raise ValueError(f"Invalid timestamp: {low}. Timestamp should always be non-negative or null.")
     if "headers" in data.column_names:
-        encode_header_column(data.column("headers"), data.num_rows)
+        _check_headers(data.column("headers"), data.num_rows)
     if "partition" not in data.column_names:
         return data
     i = data.column_names.index("partition")
@@ -264,6 +263,32 @@ def _check_table(producer: Any, topic: str, data: pa.Table) -> pa.Table:
         raise ValueError(f"partition {hi} out of range for {topic} ({count} partitions); drop the partition "
                          f"column to let the keys choose (murmur2, as send() does)")
     return data
+
+
+def _check_headers(col: Any, n: int) -> None:
+    """A headers column is well formed. Spark's shape (list<struct<key: string, value: binary>>, what
+    ``read_arrow`` returns) is checked with Arrow compute (a null header or key is the one way it can be
+    bad); any other shape by encoding it (``send_batch`` encodes it again, batch by batch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from shared.records.columnar_encode import encode_header_column
+
+    t = col.type
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type):
+        names = {t.value_type.field(i).name: t.value_type.field(i).type for i in range(t.value_type.num_fields)}
+        key_t, value_t = names.get("key"), names.get("value")
+        if (len(names) == 2 and key_t is not None and value_t is not None
+                and (pa.types.is_string(key_t) or pa.types.is_large_string(key_t))
+                and any(f(value_t) for f in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string,
+                                             pa.types.is_large_string, pa.types.is_null))):
+            flat = pc.list_flatten(col)
+            if flat.null_count:
+                raise ValueError("each header must be a (key, value) pair or {'key': ..., 'value': ...}, got None")
+            if pc.struct_field(flat, "key").null_count:
+                raise ValueError("header keys must be str, got NoneType")
+            return
+    encode_header_column(col, n)
 
 
 # -- rows to send_batch (also the Spark sink's) --------------------------------------------------------------

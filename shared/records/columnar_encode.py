@@ -157,8 +157,7 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
             # pyarrow's inference for (str, bytes) tuples, e.g. from pandas: both as strings, which need not
             # be UTF-8 (values are any bytes): read them as bytes, keys decoded below
             headers = headers.cast(pa.list_(pa.list_(pa.binary())))
-            rows: Sequence[Any] = [None if h is None else [(_utf8_key(k), v) for k, v in h]
-                                   for h in headers.to_pylist()]
+            rows: Sequence[Any] = [None if h is None else [_utf8_key(x) for x in h] for h in headers.to_pylist()]
         else:
             rows = headers.to_pylist()
     else:
@@ -179,11 +178,15 @@ def encode_header_column(headers: Column, n: int) -> tuple[pa.LargeBinaryArray |
     return arr, lengths_of(arr)
 
 
-def _utf8_key(k: Any) -> Any:
+def _utf8_key(pair: Any) -> Any:
+    """A ``[key, value]`` pair read as bytes, with its key decoded (anything else is left to ``_header_pair``
+    to refuse)."""
+    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], bytes)):
+        return pair
     try:
-        return k.decode() if isinstance(k, bytes) else k
+        return pair[0].decode(), pair[1]
     except UnicodeDecodeError:
-        raise ValueError(f"header keys must be UTF-8 text, got {k!r:.60}") from None
+        raise ValueError(f"header keys must be UTF-8 text, got {pair[0]!r:.60}") from None
 
 
 def _header_pair(x: Any) -> tuple[str, bytes | None]:

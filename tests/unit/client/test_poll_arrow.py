@@ -218,25 +218,82 @@ def test_unreadable_batch_after_good_ones(make_consumer, how: str) -> None:
         with pytest.raises(UnreadableBatchError) as err:
             c.poll(0) if poll == "poll" else c.poll_arrow(0)
         assert err.value.offset == 30 and c.position(TP) == 30
+        # An application that seeks past the bad batch before polling again is not told of it any more.
+        c = make_consumer()
+        feed(c, data)
+        assert len(c.poll(0) if poll == "poll" else c.poll_arrow(0)) == 30
+        c.seek(TP, 50)
+        assert len(c.poll(0) if poll == "poll" else c.poll_arrow(0)) == 0
+
+
+TP1 = TopicPartition("t", 1)
+
+
+def _records_then_out_of_range(c: Consumer) -> consumer_module.PartitionState:
+    """Three records of t-0, then an OFFSET_OUT_OF_RANGE fetch of t-1 (position 0, log start 5)."""
+    from shared.errors import ErrorCode
+
+    c._pump = lambda: None  # type: ignore[method-assign]
+    st1 = consumer_module.PartitionState()
+    st1.position = 0
+    c._states[TP1] = st1
+    feed(c, batch(0, plain(3)))
+    c._completed.append(consumer_module.Completed(TP1, st1.generation, 0, b"", 0, 0, high_watermark=10,
+                                                  log_start_offset=5, error=ErrorCode.OFFSET_OUT_OF_RANGE))
+    return st1
+
+
+def _poll(c: Consumer, how: str, timeout_ms: int = 100) -> int:
+    return len(c.poll(timeout_ms) if how == "poll" else c.poll_arrow(timeout_ms))
 
 
 @pytest.mark.parametrize("how", ["poll", "poll_arrow"])
 def test_an_error_of_one_partition_after_records_of_another(make_consumer, how: str) -> None:
-    """Records already taken from one partition are returned, and another partition's error (here
-    OFFSET_OUT_OF_RANGE with auto_offset_reset=none) is raised by the next poll, as Kafka's consumer
-    does: raising at once would lose them (their position has moved past them)."""
-    from shared.errors import ErrorCode, OffsetOutOfRangeError
+    """Records already taken from one partition are returned, and another partition's OFFSET_OUT_OF_RANGE
+    (auto_offset_reset=none) is raised by the next poll, as Kafka's consumer throws only when it has
+    collected nothing: raising at once would lose them (their position has moved past them)."""
+    from shared.errors import OffsetOutOfRangeError
 
     c = make_consumer(auto_offset_reset="none")
-    c._pump = lambda: None
-    tp1 = TopicPartition("t", 1)
-    st1 = consumer_module.PartitionState()
-    st1.position = 0
-    c._states[tp1] = st1
-    feed(c, batch(0, plain(3)))
-    c._completed.append(consumer_module.Completed(tp1, st1.generation, 0, b"", 0, 0, high_watermark=10,
-                                                  log_start_offset=5, error=ErrorCode.OFFSET_OUT_OF_RANGE))
-    got = c.poll(100) if how == "poll" else c.poll_arrow(100)
-    assert len(got) == 3 and c.position(TP) == 3
-    with pytest.raises(OffsetOutOfRangeError, match="t-1"):
-        c.poll(100) if how == "poll" else c.poll_arrow(100)
+    _records_then_out_of_range(c)
+    assert _poll(c, how) == 3 and c.position(TP) == 3
+    with pytest.raises(OffsetOutOfRangeError, match="t-1: offset 0"):
+        _poll(c, how)
+
+
+@pytest.mark.parametrize("how", ["poll", "poll_arrow"])
+def test_a_deferred_error_is_dropped_by_a_seek_and_survives_another_error(make_consumer, how: str) -> None:
+    from shared.errors import ErrorCode, OffsetOutOfRangeError, TidelogError, error_for
+
+    c = make_consumer(auto_offset_reset="none")
+    _records_then_out_of_range(c)
+    assert _poll(c, how) == 3
+    c.seek(TP1, 7)  # the application moved t-1 on: the fetch for offset 0 no longer applies (Kafka drops it)
+    assert _poll(c, how, 0) == 0
+
+    c = make_consumer(auto_offset_reset="none")
+    _records_then_out_of_range(c)
+    assert _poll(c, how) == 3
+    c._pending_error = error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "t2")  # set by the fetch thread meanwhile
+    with pytest.raises(TidelogError, match="TOPIC_AUTHORIZATION_FAILED"):
+        _poll(c, how)
+    with pytest.raises(OffsetOutOfRangeError, match="t-1"):  # not lost behind the other error
+        _poll(c, how)
+
+
+@pytest.mark.parametrize("how", ["poll", "poll_arrow"])
+def test_a_failed_reset_does_not_lose_records_taken(make_consumer, how: str) -> None:
+    """With a reset policy the reset (a ListOffsets call) runs in the next poll: if it fails there, the
+    records of the poll before have been returned already."""
+    from shared.errors import ErrorCode, TidelogError
+
+    c = make_consumer(auto_offset_reset="earliest")
+    _records_then_out_of_range(c)
+
+    def timed_out(*args: object, **kw: object) -> None:
+        raise TidelogError("ListOffsets timed out", code=ErrorCode.REQUEST_TIMED_OUT)
+
+    c._list_offsets = timed_out  # type: ignore[method-assign]
+    assert _poll(c, how) == 3 and c.position(TP) == 3
+    with pytest.raises(TidelogError, match="timed out"):
+        _poll(c, how)
