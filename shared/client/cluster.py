@@ -31,6 +31,8 @@ CHANNEL_OPTIONS = [
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[str]:
+    if servers is None:  # e.g. brokers_from_data_dir() of a cluster that is not running
+        raise ValueError("bootstrap_servers is None: give host:port of a broker (is the cluster running?)")
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out = [s.strip() for s in items if s and s.strip()]
     if not out:
@@ -204,7 +206,8 @@ class ClusterClient:
             with self._lock:
                 self.snapshot = snap
             return snap
-        raise TidelogError(f"no broker reachable among {candidates}: {last}", code=ErrorCode.NETWORK_EXCEPTION)
+        why = f": {last.details() if isinstance(last, grpc.RpcError) else last}" if last is not None else ""
+        raise TidelogError(f"no broker reachable among {candidates}{why}", code=ErrorCode.NETWORK_EXCEPTION)
 
     def partitions_for(self, topic: str, max_wait_s: float = 0.0) -> dict[int, PartitionInfo]:
         """Partition metadata of ``topic``, refreshing (and waiting up to ``max_wait_s``) if needed."""

@@ -158,8 +158,14 @@ class GroupMember:
         if target is not None and target != self.owned:
             self._reconcile(target)
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s and self.owned:
+            # Asynchronous, as Kafka's consumer auto-commits in poll: a coordinator that does not answer
+            # must not hold poll past its timeout (the next interval commits again). Closing and revoking
+            # still commit synchronously.
             self._last_commit = time.monotonic()
-            self._try_commit(self._positions(self.owned))
+            try:
+                self.commit_async(self._positions(self.owned), _log_auto_commit)
+            except TidelogError as exc:
+                log.warning("auto-commit failed: %s", exc)
 
     def _reconcile(self, target: set[TopicPartition]) -> None:
         self._revoke(self.owned - target)
@@ -235,7 +241,7 @@ class GroupMember:
                                        member_epoch=self.epoch if self.member_id else -1,
                                        topics=[cpb.OffsetCommitTopic(name=t, partitions=ps) for t, ps in by.items()])
 
-    def _try_commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def _try_commit(self, offsets: dict[TopicPartition, int]) -> None:  # closing, revoking: synchronous
         try:
             self.commit(offsets)
         except TidelogError as exc:
@@ -332,3 +338,8 @@ def first_commit_error(resp: cpb.OffsetCommitResponse | cpb.TxnOffsetCommitRespo
             if p.error_code:
                 return p.error_code, f"{t.name}-{p.partition}"
     return 0, ""
+
+
+def _log_auto_commit(offsets: dict[TopicPartition, int], error: Exception | None) -> None:
+    if error is not None:
+        log.warning("auto-commit failed: %s", error)

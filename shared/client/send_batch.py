@@ -98,6 +98,18 @@ def _timestamps(timestamps: Any, n: int) -> np.ndarray:
     if isinstance(timestamps, int | np.integer):
         return np.full(n, int(timestamps), dtype=np.int64)
     timestamps = arrow_input(timestamps)
+    if not isinstance(timestamps, pa.Array | np.ndarray):  # a list, a pandas Series: as Arrow reads it
+        try:
+            timestamps = pa.array(timestamps, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(f"timestamps must be times or int milliseconds: {exc}") from None
+    if isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "f":
+        timestamps = pa.array(timestamps, from_pandas=True)
+    if isinstance(timestamps, pa.Array) and pa.types.is_floating(timestamps.type):
+        try:  # whole milliseconds only (pandas gives floats for ints with a None)
+            timestamps = timestamps.cast(pa.int64())
+        except pa.ArrowInvalid:
+            raise ValueError("timestamps must be whole milliseconds") from None
     if isinstance(timestamps, pa.Array):
         if pa.types.is_timestamp(timestamps.type):  # finer than milliseconds: cut to them
             timestamps = timestamps.cast(pa.timestamp("ms", timestamps.type.tz), safe=False)
@@ -105,8 +117,7 @@ def _timestamps(timestamps: Any, n: int) -> np.ndarray:
     elif isinstance(timestamps, np.ndarray) and timestamps.dtype.kind == "M":
         ts = timestamps.astype("datetime64[ms]").astype(np.int64)
     else:
-        ts = np.asarray([now if t is None else t for t in timestamps] if not isinstance(timestamps, np.ndarray)
-                        else timestamps, dtype=np.int64)
+        ts = np.asarray(timestamps, dtype=np.int64)
     if ts.ndim != 1 or len(ts) != n:
         raise ValueError(f"timestamps has {len(ts)} rows, values {n}")
     if n and ts.min() < 0:  # Kafka's ProducerRecord refuses it

@@ -63,10 +63,14 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
         raise ValueError("read_arrow takes no auto_offset_reset: start says where to read from")
     if timeout_ms <= 0:
         raise ValueError("timeout_ms must be > 0")
+    if isinstance(partitions, int):
+        partitions = [partitions]
     try:
+        if isinstance(partitions, str | bytes):  # "10" would otherwise be read as partitions 1 and 0
+            raise TypeError
         wanted_parts = None if partitions is None else sorted({int(p) for p in partitions})
     except (TypeError, ValueError):
-        raise ValueError(f"partitions must be partition numbers, not {partitions!r:.60}") from None
+        raise ValueError(f"partitions must be a list of partition numbers, not {partitions!r:.60}") from None
     deadline = time.monotonic() + timeout_ms / 1000
     consumer_configs.setdefault("request_timeout_ms", min(max(timeout_ms, 1000), 30_000))
     # OffsetOutOfRange is handled here, not by the consumer's reset: only a start of "earliest" may move on
@@ -301,8 +305,10 @@ def binary_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     if name not in batch.schema.names:
         return None
     col = batch.column(name)
-    if pa.types.is_dictionary(col.type):  # a pandas category column
-        col = col.dictionary_decode()
+    if pa.types.is_dictionary(col.type):  # a pandas category column, a Polars Categorical or Enum
+        from shared.records.columnar_encode import decode_dictionary
+
+        col = decode_dictionary(col)
     if pa.types.is_fixed_size_binary(col.type):
         col = col.cast(pa.binary())
     t = col.type

@@ -82,6 +82,19 @@ def arrow_input(col: Any) -> Any:
     return col
 
 
+def _stringish(t: pa.DataType) -> bool:
+    return (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t))
+
+
+def decode_dictionary(col: pa.Array) -> pa.Array:
+    """A dictionary-encoded array (a pandas category, a Polars Categorical or Enum) as plain values; text
+    dictionaries as large_binary (Arrow cannot take from a string_view dictionary, Polars' kind)."""
+    if _stringish(col.type.value_type):
+        return pc.take(pc.cast(col.dictionary, _LB), col.indices)
+    return col.dictionary_decode()
+
+
 def as_binary_column(col: Column, name: str) -> pa.LargeBinaryArray:
     """``col`` as one Arrow large_binary array (nulls kept): Arrow binary/string arrays of any offset
     width (cast, the data not copied) or view layout (Polars', copied), numpy fixed-width bytes or str
@@ -89,6 +102,8 @@ def as_binary_column(col: Column, name: str) -> pa.LargeBinaryArray:
     bytes / str / None."""
     col = arrow_input(col)
     if isinstance(col, pa.Array):
+        if pa.types.is_dictionary(col.type):
+            col = decode_dictionary(col)
         t = col.type
         if not (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t)
                 or pa.types.is_large_string(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t)
@@ -440,7 +455,7 @@ def murmur2_partitions(keys: pa.LargeBinaryArray, num_partitions: int) -> np.nda
 
 
 __all__ = [
-    "EncodedSection", "Header", "arrow_input", "as_binary_column", "encode_batch_columnar", "encode_header_column",
+    "EncodedSection", "Header", "arrow_input", "as_binary_column", "decode_dictionary", "encode_batch_columnar", "encode_header_column",
     "encode_sections", "lengths_of", "murmur2_partitions", "section_builder", "size_estimates", "split_batches",
     "varint_matrix",
 ]

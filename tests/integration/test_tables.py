@@ -89,7 +89,8 @@ def test_polars_and_duckdb_in_and_out(env: Any, new_topic: Callable[..., str]) -
     _, bootstrap, _ = env
     topic = new_topic(partitions=2)
     frame = pl.DataFrame({"key": [f"k{i % 5}" for i in range(1000)], "value": [f"p{i}".encode() for i in range(1000)],
-                          "headers": [[{"key": "src", "value": b"polars"}]] * 1000})
+                          "headers": [[{"key": "src", "value": b"polars"}]] * 1000}
+                         ).with_columns(pl.col("key").cast(pl.Categorical))
     assert write_arrow(bootstrap, topic, frame) == 1000
     relation = duckdb.sql("SELECT 'k' || (i % 5)::VARCHAR AS key, 'd' || i::VARCHAR AS value FROM range(500) t(i)")
     assert write_arrow(bootstrap, topic, relation) == 500
@@ -221,8 +222,11 @@ def test_bad_input_is_refused_clearly(env: Any, new_topic: Callable[..., str]) -
         read_arrow(bootstrap, topic, start={0: 5}, end={0: 2})
     with pytest.raises(ValueError, match="timeout_ms must be > 0"):
         read_arrow(bootstrap, topic, timeout_ms=0)
-    with pytest.raises(ValueError, match="partitions must be partition numbers"):
+    with pytest.raises(ValueError, match="partitions must be a list of partition numbers"):
         read_arrow(bootstrap, topic, partitions=["zero"])
+    with pytest.raises(ValueError, match="partitions must be a list of partition numbers"):
+        read_arrow(bootstrap, topic, partitions="10")  # not partitions 1 and 0
+    assert read_arrow(bootstrap, topic, partitions=0).num_rows == 0
     assert read_arrow(bootstrap, topic, partitions=["0"]).num_rows == 0  # "0" is partition 0
     with pytest.raises(ValueError, match="string partition|must hold integers"):
         write_arrow(bootstrap, topic, pa.table({"value": [b"v"], "partition": ["0"]}))

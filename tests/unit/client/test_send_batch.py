@@ -225,3 +225,41 @@ def test_a_partition_column_of_nulls_gives_none(producers) -> None:
     a.send_batch(TOPIC, [b"a", b"b"], keys=[b"k1", b"k2"], partition=pa.nulls(2), timestamps=[1, 2])
     b.send_batch(TOPIC, [b"a", b"b"], keys=[b"k1", b"k2"], timestamps=[1, 2])
     assert queued(a) == queued(b)
+
+
+def test_timestamps_as_pandas_and_python_times(producers) -> None:
+    import datetime as dt
+
+    import pandas as pd
+
+    def sent(**kw: object) -> dict[int, list[bytes]]:
+        p = stub_producer(1)
+        producers.append(p)
+        p.send_batch(TOPIC, [b"1", b"2"], **kw)  # type: ignore[arg-type]
+        return queued(p)
+
+    b = stub_producer(1)
+    producers.append(b)
+    b.send(TOPIC, b"1", timestamp=1767225600123)
+    b.send(TOPIC, b"2", timestamp=1767225601000)
+    assert sent(timestamps=pd.Series(pd.to_datetime(["2026-01-01T00:00:00.123Z", "2026-01-01T00:00:01.000Z"]))) \
+        == queued(b)
+    assert sent(timestamps=[dt.datetime(2026, 1, 1, 0, 0, 0, 123000), dt.datetime(2026, 1, 1, 0, 0, 1)]) == queued(b)
+    assert sent(timestamps=[1767225600123.0, 1767225601000]) == queued(b)
+    with pytest.raises(ValueError, match="whole milliseconds"):  # as write_arrow refuses them
+        sent(timestamps=[1767225600000.7, 1])
+
+
+def test_polars_categorical_and_enum_keys(producers) -> None:
+    import polars as pl
+
+    keys = ["c1", "c2", "c1", "c3"]
+    b = stub_producer(3)
+    producers.append(b)
+    for k in keys:
+        b.send(TOPIC, b"v", key=k.encode(), timestamp=1)
+    for dtype in (pl.Categorical, pl.Enum(["c1", "c2", "c3"])):
+        a = stub_producer(3)
+        producers.append(a)
+        a.send_batch(TOPIC, [b"v"] * 4, keys=pl.Series(keys).cast(dtype), timestamps=1)
+        assert queued(a) == queued(b)
