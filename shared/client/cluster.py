@@ -172,7 +172,7 @@ class ClusterClient:
         with self._lock:
             self._wanted.update(topics)
             wanted = sorted(self._wanted)
-        candidates = list(self.snapshot.brokers.values()) + self.bootstrap
+        candidates = list(dict.fromkeys([*self.snapshot.brokers.values(), *self.bootstrap]))
         random.shuffle(candidates)
         last: Exception | None = None
         for addr in candidates:

@@ -435,6 +435,9 @@ class Consumer:
         self._silent: dict[int, float] = {}  # leader -> when its stream was closed for silence
         self.client_id = client_id
         self.throttled_responses = 0  # fetch responses that carried a throttle_time_ms
+        #: Why the last fetch stream failed, until a fetch is answered again (None: no failure since); what
+        #: a caller that gives up waiting (read_arrow's timeout) can say beside "timed out"
+        self.fetch_failure: str | None = None
         self.stats = ConsumerStats()
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
@@ -883,7 +886,8 @@ class Consumer:
         for leader in leaders:
             try:
                 self.cluster.broker_stub(leader)  # a TCP probe, then the channel is kept
-            except TidelogError:
+            except TidelogError as exc:
+                self.fetch_failure = f"cannot connect to broker {leader}: {exc}"
                 refresh = True
         if refresh:
             self._refresh_rate_limited()
@@ -1031,6 +1035,7 @@ class Consumer:
                 self._fetcher_wakeup.notify()
             if self._closed or code == grpc.StatusCode.CANCELLED:
                 return
+            self.fetch_failure = f"fetching from broker {lf.stream.broker} failed: {exc}"
             log.debug("fetch stream to broker %d failed: %s", lf.stream.broker, code)
             if code == grpc.StatusCode.UNAVAILABLE:
                 for addr in list(self.cluster.snapshot.brokers.values()):
@@ -1058,6 +1063,7 @@ class Consumer:
     def _handle_fetch(self, lf: _LeaderFetch, resp: FetchResponseView | KafkaFetchResponse,
                       sent: dict[TopicPartition, int]) -> None:
         refresh = False
+        self.fetch_failure = None
         with self._lock:
             if isinstance(lf.stream, KafkaFetchStream):
                 lf.stream.done()  # filed below, under this lock: the next fetch may be sent
@@ -1112,8 +1118,8 @@ class Consumer:
             self._last_refresh = time.monotonic()
             try:
                 self.cluster.refresh()
-            except TidelogError:
-                pass
+            except TidelogError as exc:
+                self.fetch_failure = f"metadata: {exc}"
 
     def _refresh_soon(self) -> None:
         time.sleep(self.retry_backoff_s)

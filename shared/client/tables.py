@@ -99,9 +99,10 @@ def read_arrow(bootstrap_servers: str | list[str], topic: str, *, partitions: It
         while todo:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
+                why = f" ({consumer.fetch_failure})" if consumer.fetch_failure else ""
                 raise error_for(ErrorCode.REQUEST_TIMED_OUT,
                                 f"read_arrow of {topic}: {len(todo)} partition(s) not read up to their end offset "
-                                f"within {timeout_ms} ms")
+                                f"within {timeout_ms} ms{why}")
             try:
                 table = consumer.poll_arrow(timeout_ms=min(left_ms, 500))
             except OffsetOutOfRangeError:
