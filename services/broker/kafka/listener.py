@@ -300,7 +300,7 @@ class KafkaListener:
                 return
             chunks, throttle_ms = reply
             if chunks:
-                writer.write(b"".join(chunks))
+                writer.write_pieces(chunks)
                 if writer.write_buffer_size() > 4 * 1024 * 1024:
                     await writer.drain()
             if conn.close_after_reply:

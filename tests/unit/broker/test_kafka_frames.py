@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import random
 import socket
 import ssl
 import struct
@@ -52,9 +53,10 @@ class Server:
     """A loop in a thread serving FrameStream; each connection reads frames and answers each with its size
     and a reply of ``reply_bytes``; what it read and how it ended are recorded."""
 
-    def __init__(self, context: ssl.SSLContext | None, reply_bytes: int = 8) -> None:
+    def __init__(self, context: ssl.SSLContext | None, reply_bytes: int = 8, pieces: bool = False) -> None:
         self.context = context
         self.reply_bytes = reply_bytes
+        self.pieces = pieces  # answer with ``write_pieces(reply_pieces(i))`` instead
         self.frames: list[bytes] = []
         self.ended: list[BaseException | None] = []
         self.done = threading.Event()
@@ -79,7 +81,10 @@ class Server:
             while True:
                 size = struct.unpack(">i", await stream.readexactly(4))[0]
                 self.frames.append(await stream.readexactly(size))
-                stream.write(struct.pack(">i", size) + bytes(self.reply_bytes - 4))
+                if self.pieces:
+                    stream.write_pieces(reply_pieces(len(self.frames)))
+                else:
+                    stream.write(struct.pack(">i", size) + bytes(self.reply_bytes - 4))
                 await stream.drain()
         except BaseException as exc:  # noqa: BLE001 - recorded for the test
             self.ended.append(exc)
@@ -120,6 +125,32 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
         assert chunk, "the server closed"
         out += chunk
     return bytes(out)
+
+
+def reply_pieces(i: int) -> list[bytes | memoryview]:
+    """Reply ``i`` as pieces: small and large ones, an empty one, a memoryview, 10 MiB in all (more than the
+    socket takes at once, so ``writev`` writes part and the transport the rest)."""
+    big = random.Random(i).randbytes(10 << 20)
+    return [b"", i.to_bytes(4, "big"), big[:5], memoryview(big)[5:1 << 20], b"", big[1 << 20:], b"end"]
+
+
+def test_replies_in_pieces_arrive_whole_and_in_order(server: Server) -> None:
+    s = Server(server.context, pieces=True)  # the fixture's server answers with write(); this one in pieces
+    try:
+        with connect(s) as sock:
+            for i in range(1, 4):  # one at a time over TLS (an SSL socket is not for two threads at once)
+                sock.sendall(struct.pack(">i", 4) + b"ping")
+                want = b"".join(bytes(p) for p in reply_pieces(i))
+                assert recv_exactly(sock, len(want)) == want
+            # plaintext: requests pipelined, so a reply may find the previous one still being sent
+            if server.context is None:
+                sock.sendall((struct.pack(">i", 4) + b"ping") * 3)
+                for i in range(4, 7):
+                    want = b"".join(bytes(p) for p in reply_pieces(i))
+                    assert recv_exactly(sock, len(want)) == want
+        assert s.done.wait(10)
+    finally:
+        s.stop()
 
 
 def test_frames_of_every_size_arrive_intact_in_order(server: Server) -> None:
