@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.broker.log.file_writes import write_fully
 from services.broker.log.index import OffsetIndex, TimeIndex
 from services.broker.log.txn_index import TxnIndex, index_path
 from shared.errors import CorruptRecordError
@@ -95,7 +96,7 @@ class LogSegment:
     ) -> None:
         """Write pre-validated batches.
 
-        ``parts`` are the bytes to write in order (``os.writev``); ``batches``
+        ``parts`` are the bytes to write in order (``os.writev``, in pieces: ``file_writes``); ``batches``
         describes each batch as ``(relative position, base offset, last offset,
         max timestamp)`` so the indexes can be maintained without re-reading.
         """
@@ -103,10 +104,7 @@ class LogSegment:
         total = sum(len(p) for p in parts)
         if total >= PREALLOCATE_MIN_WRITE and start + total > self._reserved:
             self._preallocate(start, total)
-        written = os.writev(self._fd, parts)
-        while written < total:  # a short write: finish it
-            rest = b"".join(bytes(p) for p in parts)[written:]
-            written += os.write(self._fd, rest)
+        write_fully(self._fd, parts, total)
         for rel_pos, base, last, max_ts in batches:
             pos = start + rel_pos
             if self._bytes_since_index >= self.index_interval_bytes or pos == 0:

@@ -39,6 +39,7 @@ import secrets
 import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from services.broker.log.file_writes import write_fully
 from services.broker.log.txn_index import TxnIndex
 from services.broker.log.txn_index import encode as encode_txn_index
 from services.broker.txn_state import AbortedTxn
@@ -95,9 +96,7 @@ def write_cleaned(directory: str, base: int, data: bytes | bytearray | memoryvie
     path = seg_path(directory, base, ".log", CLEANED)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_fully(fd, [data])
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -134,9 +133,7 @@ class CleanedFiles:
         if self.total + len(data) > self.max_bytes:
             raise ValueError(f"the result is larger than {self.max_bytes} bytes")
         assert self._fd is not None
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        write_fully(self._fd, [data])
         b, r, n = self.segments[-1]
         self.segments[-1] = (b, r, n + len(data))
         self.total += len(data)

@@ -1,0 +1,43 @@
+"""``write_fully``: whatever the pieces (bytes, bytearray, memoryview, empty ones) and however they straddle
+``WRITE_PIECE_BYTES``, the file holds exactly their bytes in order, written in calls of at most that size."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from services.broker.log import file_writes
+from services.broker.log.file_writes import WRITE_PIECE_BYTES, write_fully
+
+
+@pytest.mark.parametrize("sizes", [
+    [0], [1], [WRITE_PIECE_BYTES], [WRITE_PIECE_BYTES + 1], [1 << 20], [3, WRITE_PIECE_BYTES - 3, 0, 7],
+    [WRITE_PIECE_BYTES - 1, 2, WRITE_PIECE_BYTES * 3 + 5, 0, 1, 1 << 20],
+])
+def test_the_file_holds_the_pieces_in_order(tmp_path: Path, sizes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(sum(sizes))
+    raw = [rng.randbytes(n) for n in sizes]
+    pieces: list[bytes | bytearray | memoryview] = [
+        p if i % 3 == 0 else bytearray(p) if i % 3 == 1 else memoryview(b"xx" + p + b"yy")[2:2 + len(p)]
+        for i, p in enumerate(raw)]
+    calls: list[int] = []
+    writev = os.writev
+
+    def counting(fd: int, bufs: list[bytes | memoryview]) -> int:
+        calls.append(sum(len(b) for b in bufs))
+        return writev(fd, bufs)
+
+    monkeypatch.setattr(file_writes.os, "writev", counting)
+    path = tmp_path / "f.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        os.write(fd, b"head")
+        assert write_fully(fd, pieces) == sum(sizes)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"head" + b"".join(raw)
+    assert all(n <= WRITE_PIECE_BYTES for n in calls)
+    assert sum(calls) == sum(sizes)
