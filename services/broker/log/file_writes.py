@@ -16,8 +16,9 @@ The pieces cost one more system call per 128 KiB: ~0.08 µs per 1 KiB record whe
 
 Writing 7 GiB into one file (``write`` calls of 1,036,419 bytes, a fetch-sized request, or pieces of them),
 kernel time per KiB per 512 MiB: whole writes turned slow (2.2-3.5 µs) after 2.5-4.5 GiB in 4 of 4 runs;
-pieces of 128 KiB went the whole 7 GiB at 0.24-0.38 µs in 4 of 4. Pieces cut at multiples of their size
-in the file (16, 32, 64 or 128 KiB: whole folios) turned slow too, after 5-7 GiB, so the pieces here are
+pieces of 128 KiB stayed at 0.24-0.38 µs to the end (5 or 7 GiB) in 4 of 4. Pieces cut at multiples of
+their size in the file (16, 32, 64 or 128 KiB: whole folios) turned slow too, after 5-7 GiB in 5 of 7
+runs (the other two stopped at 5 GiB), so the pieces here are
 cut from where each write starts, not aligned to the file. Why the unaligned pieces escape it was not
 worked out; that they do was measured.
 """
