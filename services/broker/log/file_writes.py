@@ -1,26 +1,23 @@
-"""Appending to log files in writes of at most ``WRITE_PIECE_BYTES``.
+"""Appending to log files in writes of at most ``WRITE_PIECE_BYTES``, cut from where each write starts.
 
-Measured on the 2-core CI machine (a 6.18 kernel, ext4, a VM with virtio-balloon free page reporting),
-writing 400-800 MiB into a new file: at some times every write size costs ~0.2-0.25 µs of kernel time
-per KiB; at others, writes of 512 KiB or more cost 1.7-4.0 µs per KiB (256 KiB: ~1.6) while writes of
-16-128 KiB still cost 0.2-0.38 (6 of 6 interleaved pairs: 4 MiB writes 1.74-2.22, 128 KiB pieces 0.23-0.27).
-The likely cause: the kernel sizes the page-cache folios a write allocates by the write's length, so large
-writes take large free blocks, and free blocks of 2 MiB and up are the ones the VM has handed back to its
-host, each page of which then faults on the host when first written.
+Measured on the 2-core CI machine (a 6.18 kernel, ext4, a VM with virtio-balloon free page reporting):
+at some times every write size costs ~0.2-0.25 µs of kernel time per KiB appended; at others, writes of
+512 KiB or more cost 1.7-4.0 µs per KiB (256 KiB: ~1.6) while 128 KiB pieces still cost 0.2-0.38
+(400-800 MiB files, 6 of 6 interleaved pairs: 4 MiB writes 1.74-2.22, 128 KiB pieces 0.23-0.27). Writing
+7 GiB into one file (``write`` calls of 1,036,419 bytes, a fetch-sized request, or pieces of them), per
+512 MiB: whole writes turned slow (2.2-3.5 µs) after 2.5-4.5 GiB in 4 of 4 runs; 128 KiB pieces stayed at
+0.24-0.38 µs to the end (5 or 7 GiB) in 4 of 4; pieces cut at multiples of their size in the file (16,
+32, 64 or 128 KiB: whole page-cache folios) turned slow too, after 5-7 GiB, in 5 of 7 runs (the other
+two stopped at 5 GiB). Why unaligned pieces escape it was not worked out (the first guess, large folios
+taking the free blocks the VM hands back to its host, does not explain the aligned small pieces); that
+they do was measured.
 
 The broker met it under sustained produce: Spark writing 1M records of 1 KiB at a time into a topic
-(``tidelog-jvm`` writer, 1 MiB batches), the broker's CPU per write went from 1.1-1.6 s to 2.5-4.3 s on 7
-of 24 writes with whole-request writes, all of it kernel time, and on none of 18 with 128 KiB pieces
-(1.14-1.63 s), interleaved on two one-broker clusters.
-The pieces cost one more system call per 128 KiB: ~0.08 µs per 1 KiB record when no write is slow.
-
-Writing 7 GiB into one file (``write`` calls of 1,036,419 bytes, a fetch-sized request, or pieces of them),
-kernel time per KiB per 512 MiB: whole writes turned slow (2.2-3.5 µs) after 2.5-4.5 GiB in 4 of 4 runs;
-pieces of 128 KiB stayed at 0.24-0.38 µs to the end (5 or 7 GiB) in 4 of 4. Pieces cut at multiples of
-their size in the file (16, 32, 64 or 128 KiB: whole folios) turned slow too, after 5-7 GiB in 5 of 7
-runs (the other two stopped at 5 GiB), so the pieces here are
-cut from where each write starts, not aligned to the file. Why the unaligned pieces escape it was not
-worked out; that they do was measured.
+(``tidelog-jvm`` writer, 1 MiB batches), the broker's CPU per write went from 1.1-1.6 s to 2.5-4.3 s on
+7 of 24 writes with whole-request writes, all of it kernel time, and on none of 18 with 128 KiB pieces
+(1.14-1.63 s), interleaved on two one-broker clusters. The pieces cost one more system call per 128 KiB:
+~0.04-0.06 µs of kernel time per KiB when no write is slow (the 7 GiB runs), ~0.1 µs of broker CPU per
+1 KiB record in interleaved produce benchmarks, within their noise.
 """
 
 from __future__ import annotations
