@@ -180,6 +180,25 @@ def test_out_of_range_unknown_topic_and_not_leader(env) -> None:
     assert bad_acks.topics[0].partitions[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
 
 
+def test_a_request_of_many_small_batches_for_one_partition_is_appended_whole(env) -> None:
+    """Kafka takes any number of uncompressed v2 batches for a partition in one request. The leader appends
+    them as two buffers per batch; past 512 batches that was more than one ``writev`` takes (EINVAL)."""
+    cluster, _, admin = env
+    topic = unique()
+    admin.create_topic(topic, partitions=1)
+    stub, _ = leader_stub(cluster, admin, topic)
+    batches = [encode_batch([(1, None, b"v%d" % i, None)]) for i in range(1500)]
+    r = produce_raw(stub, topic, 0, b"".join(batches))
+    assert (r.error_code, r.base_offset) == (0, 0), r
+    got: list[bytes] = []
+    while len(got) < 1500:
+        f = fetch_raw(stub, topic, 0, len(got))
+        assert f.error_code == 0 and f.records
+        got += [rec.value for rec in iter_records(f.records)]
+    assert got == [b"v%d" % i for i in range(1500)]
+    assert produce_raw(stub, topic, 0, batches[0]).base_offset == 1500
+
+
 def test_corrupt_and_oversized_batches_are_rejected_and_the_log_is_untouched(env) -> None:
     cluster, _, admin = env
     topic = unique()

@@ -27,14 +27,18 @@ from collections.abc import Sequence
 
 #: the most one ``write`` appends (see the module's docstring for why not the whole request at once)
 WRITE_PIECE_BYTES = 128 * 1024
+#: the most buffers one ``writev`` takes (the kernel's IOV_MAX: more is EINVAL). A leader's append has two
+#: per batch, and a produce request may hold many small uncompressed batches for one partition.
+IOV_MAX = 1024
 
 
 def write_fully(fd: int, parts: Sequence[bytes | bytearray | memoryview], total: int | None = None) -> int:
-    """Write ``parts`` in order at ``fd``'s position, in ``writev`` calls of at most ``WRITE_PIECE_BYTES``,
-    finishing short writes. Returns the bytes written (``total``, their sum, if given)."""
+    """Write ``parts`` in order at ``fd``'s position, in ``writev`` calls of at most ``WRITE_PIECE_BYTES``
+    and ``IOV_MAX`` buffers, finishing short writes. Returns the bytes written (``total``, their sum, if
+    given)."""
     if total is None:
         total = sum(len(p) for p in parts)
-    if total <= WRITE_PIECE_BYTES:
+    if total <= WRITE_PIECE_BYTES and len(parts) <= IOV_MAX:
         _writev_fully(fd, parts, total)
         return total
     piece: list[memoryview] = []
@@ -46,7 +50,7 @@ def write_fully(fd: int, parts: Sequence[bytes | bytearray | memoryview], total:
             piece.append(view[:take])
             size += take
             view = view[take:]
-            if size == WRITE_PIECE_BYTES:
+            if size == WRITE_PIECE_BYTES or len(piece) == IOV_MAX:
                 _writev_fully(fd, piece, size)
                 piece, size = [], 0
     if piece:

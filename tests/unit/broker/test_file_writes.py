@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.broker.log import file_writes
-from services.broker.log.file_writes import WRITE_PIECE_BYTES, write_fully
+from services.broker.log.file_writes import IOV_MAX, WRITE_PIECE_BYTES, write_fully
+from services.broker.log.segment import LogSegment
 
 
 @pytest.mark.parametrize("sizes", [
@@ -41,3 +42,22 @@ def test_the_file_holds_the_pieces_in_order(tmp_path: Path, sizes: list[int], mo
     assert path.read_bytes() == b"head" + b"".join(raw)
     assert all(n <= WRITE_PIECE_BYTES for n in calls)
     assert sum(calls) == sum(sizes)
+
+
+def test_more_parts_than_one_writev_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A produce request with many small uncompressed batches for one partition gives the segment two parts
+    per batch; more than IOV_MAX of them in one ``writev`` is EINVAL (a failed produce before this)."""
+    calls: list[int] = []
+    writev = os.writev
+
+    def counting(fd: int, bufs: list[bytes | memoryview]) -> int:
+        calls.append(len(bufs))
+        return writev(fd, bufs)
+
+    monkeypatch.setattr(file_writes.os, "writev", counting)
+    parts = [bytes([i % 251]) * (1 + i % 40) for i in range(3 * IOV_MAX + 7)]
+    seg = LogSegment(str(tmp_path), 0, 4096, 0)
+    seg.append(parts, [(0, 0, len(parts) - 1, 1)])
+    assert (tmp_path / "00000000000000000000.log").read_bytes() == b"".join(parts)
+    assert seg.size == sum(map(len, parts))
+    assert max(calls) <= IOV_MAX and len(calls) >= 4
