@@ -15,7 +15,8 @@ they do was measured.
 The broker met it under sustained produce: Spark writing 1M records of 1 KiB at a time into a topic
 (``tidelog-jvm`` writer, 1 MiB batches), the broker's CPU per write went from 1.1-1.6 s to 2.5-4.3 s on
 7 of 24 writes with whole-request writes, all of it kernel time, and on none of 18 with 128 KiB pieces
-(1.14-1.63 s), interleaved on two one-broker clusters. The pieces cost one more system call per 128 KiB:
+(1.14-1.63 s), interleaved on two one-broker clusters; in twelve more writes with pieces, six into one
+topic twice, one rose to 2.22 s (1.5 s of it kernel time): pieces make it rarer and smaller, not impossible. The pieces cost one more system call per 128 KiB:
 ~0.04-0.06 µs of kernel time per KiB when no write is slow (the 7 GiB runs), ~0.1 µs of broker CPU per
 1 KiB record in interleaved produce benchmarks, within their noise.
 """
