@@ -46,7 +46,8 @@ async def tcp_probe_async(address: str, timeout: float = 0.25) -> str:
     """
     host, port = _split(address)
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: Python 3.11's may swallow a cancel (see election)
+            _, writer = await asyncio.open_connection(host, port)
     except ConnectionRefusedError:
         return "refused"
     except (OSError, TimeoutError):

@@ -135,10 +135,12 @@ class ControllerElection:
             while not self._lost.is_set():
                 try:
                     # Heartbeat through the fence first: after a pause this is the first thing that runs.
-                    await asyncio.wait_for(self.write(
-                        [self.store.op_put(self.store.keys.controller_heartbeat(),
-                                           {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})]
-                    ), self.ttl_s)
+                    # (asyncio.timeout, not wait_for: Python 3.11's wait_for returns the inner result when a
+                    # cancel arrives as it completes, and this loop then outlived its task's cancel.)
+                    async with asyncio.timeout(self.ttl_s):
+                        await self.write(
+                            [self.store.op_put(self.store.keys.controller_heartbeat(),
+                                               {"id": self.me.id, "epoch": epoch, "time_ms": int(time.time() * 1000)})])
                 except FencedError:
                     raise
                 except Exception as exc:  # TimeoutError included
@@ -146,8 +148,9 @@ class ControllerElection:
                     # the lease's own task decides when the role is lost.
                     log.warning("controller heartbeat failed, retrying",
                                 extra={"epoch": epoch, "error": str(exc) or type(exc).__name__})
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._lost.wait(), self.tick_s)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.tick_s):
+                        await self._lost.wait()
         except FencedError:
             pass
         finally:
@@ -172,7 +175,8 @@ class ControllerElection:
         while not self._lost.is_set():
             await asyncio.sleep(max(0.0, next_try - time.monotonic()))
             try:
-                alive = await asyncio.wait_for(self.store.refresh(self._lease), interval)
+                async with asyncio.timeout(interval):
+                    alive = await self.store.refresh(self._lease)
             except Exception as exc:  # TimeoutError included
                 error = str(exc) or type(exc).__name__
                 if time.monotonic() - last_ok >= self.ttl_s:

@@ -138,3 +138,32 @@ def test_the_role_is_given_up(how: str, ttl_s: int) -> None:
         await _until(lambda: not e.active, timeout=10)
 
     assert asyncio.run(_run(store, steps, ttl_s=ttl_s))[:2] == [(True, 7), (False, 7)]
+
+
+def test_a_cancel_that_meets_the_role_being_lost_ends_the_loop() -> None:
+    """The active loop waits for ``_lost`` a tick at a time. Python 3.11's ``asyncio.wait_for`` returns the
+    inner result when a cancel arrives as the inner wait completes (CPython gh-86296, gh-107547): the loop
+    then lost its task's cancel, stepped down and campaigned on forever (a CI run's test hung 300 s). With
+    ``asyncio.timeout`` the cancel ends it."""
+    store = Store()
+
+    async def main() -> bool:
+        election = ControllerElection(store, ControllerIdentity(1, "127.0.0.1:1", ""), ttl_s=3,  # type: ignore[arg-type]
+                                      tick_s=0.05)
+        task = asyncio.create_task(election.run())
+        await _until(lambda: election.active and store.heartbeats >= 2)
+        await asyncio.sleep(0.01)  # inside the tick's wait for ``_lost``
+        election._lost.set()  # both in one step: the wait completes as the cancel arrives
+        task.cancel()
+        try:
+            async with asyncio.timeout(5):
+                await task
+        except asyncio.CancelledError:
+            return True
+        except TimeoutError:
+            task.cancel()  # the old loop: give it another cancel so the test ends
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return False
+
+    assert asyncio.run(main())
